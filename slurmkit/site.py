@@ -1,0 +1,263 @@
+"""The site configuration: what an admin describes once about the cluster (partitions, node topology, fabric).
+
+Topology is data, never a formula: every GPU names its NUMA node, its CPU list and its nearest compute HCA, as read
+off the real machine (`sk site discover`). The planner and the docs both read this model.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from slurmkit.errors import Problem, SiteConfigError
+from slurmkit.models import Strict, validate
+from slurmkit.units import parse_cpulist, parse_mem_mib, parse_time_minutes
+from slurmkit.yamlsrc import Source, load
+
+FabricKind = Literal["infiniband", "roce", "tcp", "slingshot"]
+ContainerRuntime = Literal["pyxis", "apptainer", "none"]
+BackendName = Literal["auto", "cli", "rest", "pyslurm"]
+
+
+class GPU(Strict):
+    """One GPU of a node type, by its NVML index (with CUDA_DEVICE_ORDER=PCI_BUS_ID, also CUDA's)."""
+
+    index: int = Field(ge=0, description="NVML / nvidia-smi index of the GPU")
+    numa: int = Field(ge=0, description="NUMA node the GPU is attached to")
+    cpus: str = Field(description="CPUs local to the GPU, kernel cpulist format (e.g. 48-63,176-191)")
+    hca: str | None = Field(None, description="nearest compute HCA (e.g. mlx5_0); None on TCP-only nodes")
+    pci_bus_id: str | None = Field(None, description="PCI bus id, e.g. 0000:07:00.0 (informational)")
+
+    @field_validator("cpus")
+    @classmethod
+    def _cpus(cls, v: str) -> str:
+        try:
+            if not parse_cpulist(v):
+                raise ValueError("empty CPU list")
+        except ValueError as exc:
+            raise ValueError(f"{v!r} is not a CPU list such as 48-63,176-191 ({exc})") from None
+        return v
+
+    @property
+    def cpu_list(self) -> list[int]:
+        return parse_cpulist(self.cpus)
+
+
+class GPUModel(Strict):
+    model: str = Field(description="marketing name, e.g. 'A100-SXM4-80GB'")
+    slurm_type: str = Field(description="the gres type in Slurm (Gres=gpu:<type>:N), e.g. a100")
+    count: int = Field(ge=1, le=64)
+    memory_gb: int | None = Field(None, ge=1)
+    nvlink: str = Field("none", description="NVLink kind as in nvidia-smi topo -m: NV12, NV18, or none (PCIe)")
+    arch: str | None = Field(None, description="e.g. ampere, hopper (NVLS needs hopper+ with NVSwitch)")
+
+
+class Fabric(Strict):
+    """The inter-node network and how NCCL should use it."""
+
+    kind: FabricKind
+    socket_ifname: str | None = Field(None, description="NCCL_SOCKET_IFNAME: bootstrap/TCP interface, e.g. ib0")
+    ib_gid_index: int | None = Field(None, ge=0, description="RoCE: NCCL_IB_GID_INDEX")
+    ib_tc: int | None = Field(None, ge=0, le=255, description="RoCE: NCCL_IB_TC (the switch's QoS class)")
+    ib_sl: int | None = Field(None, ge=0, le=15, description="NCCL_IB_SL")
+    rail_optimized: bool = Field(False, description="rail-optimized fabric: NCCL_CROSS_NIC=0")
+    sharp: bool = Field(False, description="InfiniBand with SHARP switches and a running aggregation manager")
+    speed_gbps: int | None = Field(None, ge=1, description="per-NIC link speed (TCP tuning on >=100G)")
+    ib_timeout: int | None = Field(None, ge=1, le=31, description="NCCL_IB_TIMEOUT for large/lossy fabrics")
+    nccl_env: dict[str, str] = Field(default_factory=dict, description="extra NCCL_* settings for this fabric")
+    ucx_tls: str | None = Field(None, description="UCX_TLS for MPI jobs, e.g. rc,sm,self")
+
+
+class NodeType(Strict):
+    """One kind of node, with its real topology."""
+
+    description: str = ""
+    gpu: GPUModel
+    sockets: int = Field(ge=1)
+    cores_per_socket: int = Field(ge=1)
+    threads_per_core: int = Field(1, ge=1, le=8)
+    numa_nodes: int = Field(ge=1)
+    memory: str = Field(description="schedulable memory per node (Slurm RealMemory), e.g. 1000G")
+    gpus: list[GPU]
+    compute_hcas: list[str] = Field(default_factory=list, description="HCAs NCCL may use (GPU-near)")
+    storage_hcas: list[str] = Field(default_factory=list, description="HCAs for storage only; never in NCCL")
+    fabric: Fabric
+    features: list[str] = Field(default_factory=list, description="Slurm node features (for --constraint)")
+
+    @field_validator("memory")
+    @classmethod
+    def _mem(cls, v: str) -> str:
+        parse_mem_mib(v)
+        return v
+
+    @property
+    def memory_mib(self) -> int:
+        return parse_mem_mib(self.memory)
+
+    @property
+    def cpus(self) -> int:
+        """Logical CPUs per node (what Slurm's CPUs= counts when threads are schedulable)."""
+        return self.sockets * self.cores_per_socket * self.threads_per_core
+
+    def gpu_by_index(self, index: int) -> GPU:
+        for g in self.gpus:
+            if g.index == index:
+                return g
+        raise KeyError(index)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> NodeType:
+        if len(self.gpus) != self.gpu.count:
+            raise ValueError(f"gpu.count is {self.gpu.count} but {len(self.gpus)} entries are listed under gpus")
+        idx = [g.index for g in self.gpus]
+        if sorted(idx) != list(range(len(idx))):
+            raise ValueError(f"gpus[].index must be 0..{len(idx) - 1} each once, got {idx}")
+        for g in self.gpus:
+            if g.numa >= self.numa_nodes:
+                raise ValueError(f"GPU {g.index} is on NUMA node {g.numa} but numa_nodes is {self.numa_nodes}")
+            if max(g.cpu_list) >= self.cpus:
+                raise ValueError(f"GPU {g.index} lists CPU {max(g.cpu_list)} but the node has {self.cpus} CPUs")
+            if g.hca is not None and g.hca in self.storage_hcas:
+                raise ValueError(f"GPU {g.index} names storage HCA {g.hca} as its nearest compute HCA")
+            if g.hca is not None and self.compute_hcas and g.hca not in self.compute_hcas:
+                raise ValueError(f"GPU {g.index}'s HCA {g.hca} is not in compute_hcas")
+        both = set(self.compute_hcas) & set(self.storage_hcas)
+        if both:
+            raise ValueError(f"HCAs listed as both compute and storage: {sorted(both)}")
+        if self.fabric.kind in ("infiniband", "roce") and not self.compute_hcas:
+            raise ValueError(f"fabric {self.fabric.kind} needs compute_hcas")
+        return self
+
+
+class Partition(Strict):
+    node_type: str
+    nodes: int = Field(ge=1, description="number of nodes in the partition")
+    max_time: str = Field(description="partition MaxTime, e.g. 2-00:00:00")
+    default_time: str = Field("01:00:00")
+    max_nodes: int | None = Field(None, ge=1, description="MaxNodes per job (default: all nodes)")
+    default_cpus_per_gpu: int | None = Field(None, ge=1)
+    default_mem_per_gpu: str | None = None
+    qos: list[str] = Field(default_factory=list, description="QOS allowed here (empty: any)")
+    default_qos: str | None = None
+    allow_task_sharing: bool = Field(False, description="Slurm >= 23.11 --gres-flags=allow-task-sharing")
+    description: str = ""
+
+    @field_validator("max_time", "default_time")
+    @classmethod
+    def _time(cls, v: str) -> str:
+        parse_time_minutes(v)
+        return v
+
+    @field_validator("default_mem_per_gpu")
+    @classmethod
+    def _mem(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_mem_mib(v)
+        return v
+
+    @property
+    def max_minutes(self) -> int:
+        return parse_time_minutes(self.max_time)
+
+
+class Accounting(Strict):
+    """Where the node and controller hooks put records, and where reports read them."""
+
+    spool_dir: str = Field("/var/spool/slurmkit", description="durable spool (shared filesystem for nodes)")
+    store: str = Field("/var/lib/slurmkit/accounting.db", description="SQLite path or postgresql:// URL")
+    sample_interval_s: float = Field(10.0, gt=0, le=3600)
+    transport: Literal["spool", "admin_comment"] = "spool"
+    metric_source: Literal["auto", "nvml", "dcgm", "slurm", "simulated"] = "auto"
+    simulated_trace: str | None = Field(None, description="trace file for the simulated source (tests, demo)")
+    admin_group: str = Field("slurmkit-admin", description="Unix group whose members see every user's jobs")
+
+
+class Site(Strict):
+    cluster: str
+    slurm_version: str = Field(description="e.g. 22.05 or 23.11: decides version-specific options")
+    description: str = ""
+    backend: BackendName = "auto"
+    rest_url: str | None = Field(None, description="slurmrestd: unix:/path/to.sock or http(s)://host:port")
+    container_runtime: ContainerRuntime = "none"
+    templates_dir: str | None = Field(None, description="site templates that add to or override job_templates/")
+    default_partition: str | None = None
+    modules_init: str | None = Field(None, description="script sourced before `module load` (Lmod/Environment)")
+    node_types: dict[str, NodeType]
+    partitions: dict[str, Partition]
+    accounting: Accounting = Field(default_factory=Accounting)
+    source_file: str | None = Field(None, exclude=True, description="where this config was read from")
+
+    @model_validator(mode="after")
+    def _refs(self) -> Site:
+        for name, p in self.partitions.items():
+            if p.node_type not in self.node_types:
+                raise ValueError(f"partition {name!r} names node type {p.node_type!r}, which is not under "
+                                 f"node_types (have: {', '.join(self.node_types)})")
+        if self.default_partition and self.default_partition not in self.partitions:
+            raise ValueError(f"default_partition {self.default_partition!r} is not a partition")
+        return self
+
+    @property
+    def slurm_version_tuple(self) -> tuple[int, int]:
+        major, _, minor = self.slurm_version.partition(".")
+        return int(major), int((minor or "0").split(".")[0])
+
+    def partition(self, name: str) -> Partition:
+        return self.partitions[name]
+
+    def node_type_of(self, partition: str) -> NodeType:
+        return self.node_types[self.partitions[partition].node_type]
+
+    def resolve_path(self, value: str) -> Path:
+        """Paths in a site config are relative to the file they are written in."""
+        p = Path(value).expanduser()
+        if not p.is_absolute() and self.source_file:
+            p = Path(self.source_file).parent / p
+        return p
+
+
+SITE_ENV = "SK_SITE"
+
+
+def candidate_paths(explicit: str | None = None) -> list[tuple[str, Path]]:
+    """Lookup order: --site, $SK_SITE, ~/.config/slurmkit/site.yaml, /etc/slurmkit/site.yaml."""
+    out: list[tuple[str, Path]] = []
+    if explicit:
+        out.append(("--site", Path(explicit)))
+    if os.environ.get(SITE_ENV):
+        out.append(("$SK_SITE", Path(os.environ[SITE_ENV])))
+    out.append(("user config", Path("~/.config/slurmkit/site.yaml").expanduser()))
+    out.append(("system config", Path("/etc/slurmkit/site.yaml")))
+    return out
+
+
+def find_site_file(explicit: str | None = None) -> Path:
+    tried = candidate_paths(explicit)
+    for how, path in tried:
+        if how in ("--site", "$SK_SITE") or path.exists():
+            if how in ("--site", "$SK_SITE") and not path.exists():
+                raise SiteConfigError(Problem(f"site config given by {how} does not exist", file=str(path)))
+            return path
+    raise SiteConfigError(Problem(
+        "no site configuration found; looked at " + ", ".join(str(p) for _, p in tried),
+        hint="pass --site FILE, set SK_SITE, or ask your admins for /etc/slurmkit/site.yaml "
+             "(examples in site_config/)"))
+
+
+def load_site(path: str | Path) -> Site:
+    src = load(path)
+    return site_from_source(src)
+
+
+def site_from_source(src: Source) -> Site:
+    site = validate(Site, src, SiteConfigError)
+    site.source_file = src.file
+    return site
+
+
+def resolve_site(explicit: str | None = None) -> Site:
+    """Find and load the site config by the documented lookup order."""
+    return load_site(find_site_file(explicit))

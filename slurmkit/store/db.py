@@ -1,0 +1,127 @@
+"""Connections and versioned migrations for SQLite and PostgreSQL, behind one small interface."""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from slurmkit.errors import StoreError
+
+_MIGRATION = re.compile(r"^(\d{4})_.*\.sql$")
+
+
+@dataclass
+class Store:
+    """An open store. `paramstyle` is '?' for SQLite and '%s' for PostgreSQL; use `sql()` to write portable SQL."""
+
+    url: str
+    dialect: str  # "sqlite" | "postgresql"
+    conn: Any
+
+    def sql(self, text: str) -> str:
+        """Write queries with '?' placeholders; this turns them into the driver's style."""
+        return text if self.dialect == "sqlite" else text.replace("?", "%s")
+
+    def execute(self, text: str, params: tuple | list = ()) -> Any:
+        cur = self.conn.cursor()
+        cur.execute(self.sql(text), params)
+        return cur
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def is_postgres(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+def open_store(url: str, *, migrate: bool = True, timeout_s: float = 30.0, create_mode: int = 0o640) -> Store:
+    """Open (and by default migrate) the store at `url`: a SQLite path or a postgresql:// URL.
+
+    A new SQLite file is created with `create_mode` (not world-readable: job records are private).
+    """
+    try:
+        if is_postgres(url):
+            try:
+                import psycopg
+            except ImportError as exc:  # pragma: no cover - depends on the installed extras
+                raise StoreError("PostgreSQL store needs psycopg", hint="pip install 'slurmkit[postgres]'") from exc
+            conn = psycopg.connect(url, connect_timeout=int(max(1, timeout_s)))
+            store = Store(url, "postgresql", conn)
+        else:
+            path = Path(url).expanduser()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists():
+                fd = os.open(path, os.O_CREAT | os.O_WRONLY, create_mode)
+                os.close(fd)
+            conn = sqlite3.connect(str(path), timeout=timeout_s, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            store = Store(str(path), "sqlite", conn)
+    except StoreError:
+        raise
+    except Exception as exc:
+        raise StoreError(f"cannot open the accounting store {url!r}: {exc}") from exc
+    if migrate:
+        apply_migrations(store)
+    return store
+
+
+def migrations() -> list[tuple[int, str]]:
+    """(version, SQL) for every file in slurmkit/store/migrations, in order."""
+    out = []
+    for entry in resources.files("slurmkit.store").joinpath("migrations").iterdir():
+        m = _MIGRATION.match(entry.name)
+        if m:
+            out.append((int(m.group(1)), entry.read_text()))
+    return sorted(out)
+
+
+def current_version(store: Store) -> int:
+    try:
+        row = store.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    except Exception:
+        if store.dialect == "postgresql":
+            store.conn.rollback()
+        return 0
+    return int(row[0] or 0)
+
+
+def apply_migrations(store: Store) -> int:
+    """Apply the migrations newer than the store's version, each in one transaction. Returns the new version."""
+    version = current_version(store)
+    for number, sql in migrations():
+        if number <= version:
+            continue
+        statements = _statements(sql)
+        try:
+            if store.dialect == "sqlite":
+                store.conn.execute("BEGIN IMMEDIATE")
+            for stmt in statements:
+                store.conn.execute(stmt)
+            store.execute("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
+                          (number, int(time.time())))
+            store.conn.commit() if store.dialect == "postgresql" else store.conn.execute("COMMIT")
+        except Exception as exc:
+            store.conn.rollback()
+            raise StoreError(f"migration {number:04d} failed on {store.url}: {exc}") from exc
+        version = number
+    return version
+
+
+def _statements(sql: str) -> list[str]:
+    """Split a migration into statements (comments removed first; migrations hold no ';' inside strings)."""
+    code = "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
+    return [s.strip() for s in code.split(";") if s.strip()]
