@@ -7,6 +7,7 @@ off the real machine (`sk site discover`). The planner and the docs both read th
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -16,6 +17,8 @@ from slurmkit.errors import Problem, SiteConfigError
 from slurmkit.models import Strict, validate
 from slurmkit.units import parse_cpulist, parse_mem_mib, parse_time_minutes
 from slurmkit.yamlsrc import Source, load
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 FabricKind = Literal["infiniband", "roce", "tcp", "slingshot"]
 ContainerRuntime = Literal["pyxis", "apptainer", "none"]
@@ -182,6 +185,7 @@ class Site(Strict):
     backend: BackendName = "auto"
     rest_url: str | None = Field(None, description="slurmrestd: unix:/path/to.sock or http(s)://host:port")
     container_runtime: ContainerRuntime = "none"
+    mpi: str = Field("pmix", description="srun --mpi plugin for launcher mpi (pmix, pmi2, ...)")
     templates_dir: str | None = Field(None, description="site templates that add to or override job_templates/")
     default_partition: str | None = None
     modules_init: str | None = Field(None, description="script sourced before `module load` (Lmod/Environment)")
@@ -189,6 +193,20 @@ class Site(Strict):
     partitions: dict[str, Partition]
     accounting: Accounting = Field(default_factory=Accounting)
     source_file: str | None = Field(None, exclude=True, description="where this config was read from")
+
+    @model_validator(mode="after")
+    def _names(self) -> Site:
+        # Names end up in scripts, comments and Slurm options: keep them to what Slurm itself accepts.
+        for what, names in (("cluster", [self.cluster]), ("node type", list(self.node_types)),
+                            ("partition", list(self.partitions)), ("mpi", [self.mpi])):
+            for n in names:
+                if not _NAME.match(n):
+                    raise ValueError(f"{what} name {n!r} may only hold letters, digits, '_', '.' and '-'")
+        for nt in self.node_types.values():
+            for n in [nt.gpu.slurm_type, *nt.compute_hcas, *nt.storage_hcas]:
+                if not _NAME.match(n):
+                    raise ValueError(f"name {n!r} may only hold letters, digits, '_', '.' and '-'")
+        return self
 
     @model_validator(mode="after")
     def _refs(self) -> Site:

@@ -1,0 +1,332 @@
+"""The planner: job spec + site config -> Slurm options, launcher, NCCL environment and binding table.
+
+Recipes (../shared/notes/binding-and-nccl.md), chosen by launcher:
+  A  srun:     --ntasks-per-node=G --gpus-per-node=T:G --cpus-per-task=C; each rank binds itself.
+  B  torchrun: --ntasks-per-node=1 --gpus-per-node=T:G --cpus-per-task=G*C; torchrun starts G ranks per node,
+               each goes through the same bind step (keyed by torchrun's LOCAL_RANK).
+  C  mpi:      recipe A with `srun --mpi=<site mpi>` and UCX_NET_DEVICES=<nearest HCA>:1 per rank.
+  -  none:     one task, the command runs in the batch shell.
+GPUs are always requested per node and launched with --gpu-bind=none: per-task GPU binding
+(--gpus-per-task implies --gpu-bind=per_task since Slurm 21.08) gives every task its own device cgroup and breaks
+CUDA IPC / NVLink peer access between ranks. Which physical GPUs a job got is only known at run time, so the
+binding is chosen at run time (the bind step in the script), from the node type's topology table rendered here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from slurmkit.errors import Problem, SpecError
+from slurmkit.nccl import fabric_env, lint_env
+from slurmkit.site import NodeType, Partition, Site
+from slurmkit.spec import JobSpec
+from slurmkit.suggest import did_you_mean
+from slurmkit.units import format_mem, format_time, parse_mem_mib, parse_time_minutes
+from slurmkit.yamlsrc import Source
+
+RECIPES = {"srun": "A", "torchrun": "B", "mpi": "C", "none": "-"}
+
+# Options the planner owns: users set them through spec keys, not sbatch_extra.
+PLANNED = {
+    "job-name": "name", "partition": "partition", "account": "account", "qos": "qos", "nodes": "nodes",
+    "ntasks": "launcher", "ntasks-per-node": "launcher", "cpus-per-task": "cpus_per_gpu",
+    "cpus-per-gpu": "cpus_per_gpu", "gpus": "gpus", "gpus-per-node": "gpus_per_node", "gres": "gpus_per_node",
+    "mem": "mem_per_gpu", "mem-per-gpu": "mem_per_gpu", "mem-per-cpu": "mem_per_gpu", "time": "time",
+    "exclusive": "exclusive", "output": "output", "error": "error", "chdir": "workdir", "array": "array",
+    "dependency": "dependency", "signal": "preempt", "requeue": "preempt", "no-requeue": "preempt",
+    "open-mode": "preempt", "mail-user": "mail", "mail-type": "mail", "comment": "(the submission tag)",
+    "wrap": "command", "export": "env",
+}
+# Per-task GPU binding breaks NCCL's intra-node IPC (see module docstring); refused for NCCL launchers.
+PER_TASK_GPU = {"gpus-per-task", "ntasks-per-gpu", "gpu-bind"}
+EXTRA_ALLOWED = {
+    "constraint", "reservation", "nice", "begin", "deadline", "licenses", "exclude", "nodelist", "switches",
+    "network", "tmp", "wckey", "priority", "hold", "kill-on-invalid-dep", "gres-flags", "profile", "acctg-freq",
+    "core-spec", "thread-spec", "time-min", "mcs-label", "clusters", "uid", "gid", "propagate", "get-user-env",
+    "spread-job", "use-min-nodes", "delay-boot", "power", "bb", "bbf", "cluster-constraint", "prefer",
+    "sockets-per-node", "threads-per-core", "hint", "distribution", "ntasks-per-core", "ntasks-per-socket",
+    "extra-node-info", "mincpus", "oversubscribe", "exclusive-user", "gpu-freq", "cpu-freq", "resv-ports",
+    "reboot", "verbose", "quiet", "container", "mem-bind",
+} | PER_TASK_GPU
+_PARAM_REF = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass
+class GpuTopo:
+    index: int
+    numa: int
+    cpus: str
+    hca: str
+
+
+@dataclass
+class Plan:
+    """Everything the templates need, already decided; templates only lay it out."""
+
+    spec: JobSpec
+    site: Site
+    partition_name: str
+    partition: Partition
+    node_type_name: str
+    node_type: NodeType
+    recipe: str
+    gpus_per_node: int
+    cpus_per_task: int
+    tasks_per_node: int
+    sbatch: dict[str, str | None]
+    env: dict[str, str]
+    nccl_env: dict[str, str]
+    topology: list[GpuTopo]
+    srun: list[str]
+    warnings: list[Problem] = field(default_factory=list)
+    container_runtime: str = "none"
+    source_file: str | None = None
+
+    @property
+    def world_size(self) -> int:
+        return self.spec.nodes * self.gpus_per_node if self.spec.launcher != "none" else 1
+
+
+class _Checker:
+    """Collects located problems so the user sees every mistake at once."""
+
+    def __init__(self, src: Source | None):
+        self.src = src
+        self.problems: list[Problem] = []
+
+    def add(self, path: tuple, message: str, hint: str | None = None, severity: str = "error") -> None:
+        if self.src is not None:
+            self.problems.append(self.src.problem(path, message, hint=hint, severity=severity))
+        else:
+            self.problems.append(Problem(message, key=".".join(map(str, path)) or None, hint=hint,
+                                         severity=severity))
+
+    def raise_errors(self) -> None:
+        if any(p.severity == "error" for p in self.problems):
+            raise SpecError(self.problems)
+
+
+def make_plan(spec: JobSpec, site: Site, src: Source | None = None,
+              dependencies: dict[str, int] | None = None) -> Plan:
+    """Check the spec against the site and decide every Slurm option. Raises SpecError with all problems."""
+    chk = _Checker(src)
+    pname = spec.partition or site.default_partition
+    if pname is None:
+        if len(site.partitions) == 1:
+            pname = next(iter(site.partitions))
+        else:
+            chk.add(("partition",), "no partition given and the site has no default_partition",
+                    hint=f"add `partition:` ({', '.join(site.partitions)})")
+            chk.raise_errors()
+    assert pname is not None
+    if pname not in site.partitions:
+        chk.add(("partition",), f"partition {pname!r} does not exist on cluster {site.cluster}",
+                hint=did_you_mean(pname, site.partitions))
+        chk.raise_errors()
+    part = site.partitions[pname]
+    nt = site.node_types[part.node_type]
+
+    gpus_per_node = _gpus_per_node(spec, nt, chk)
+    gpu_type = spec.gpu_type or nt.gpu.slurm_type
+    if gpu_type != nt.gpu.slurm_type:
+        offered = {n.gpu.slurm_type for p in site.partitions.values() for n in [site.node_types[p.node_type]]}
+        chk.add(("gpu_type",), f"partition {pname!r} offers {nt.gpu.slurm_type} GPUs, not {gpu_type!r}",
+                hint=did_you_mean(gpu_type, offered) if gpu_type not in offered else
+                f"{gpu_type} is offered in partition(s) " + ", ".join(
+                    n for n, p in site.partitions.items() if site.node_types[p.node_type].gpu.slurm_type ==
+                    gpu_type))
+    max_nodes = min(part.max_nodes or part.nodes, part.nodes)
+    if spec.nodes > max_nodes:
+        chk.add(("nodes",), f"{spec.nodes} nodes requested; partition {pname!r} allows at most {max_nodes}")
+
+    cpus_per_gpu = spec.cpus_per_gpu or part.default_cpus_per_gpu or max(1, nt.cpus // nt.gpu.count)
+    if gpus_per_node * cpus_per_gpu > nt.cpus:
+        chk.add(("cpus_per_gpu",), f"{gpus_per_node} GPUs x {cpus_per_gpu} CPUs = "
+                f"{gpus_per_node * cpus_per_gpu} CPUs per node; a {part.node_type} node has {nt.cpus}",
+                hint=f"at most {nt.cpus // max(gpus_per_node, 1)} CPUs per GPU")
+    mem_text = spec.mem_per_gpu or part.default_mem_per_gpu
+    mem_per_gpu = parse_mem_mib(mem_text) if mem_text else nt.memory_mib // nt.gpu.count
+    if gpus_per_node * mem_per_gpu > nt.memory_mib:
+        chk.add(("mem_per_gpu",), f"{gpus_per_node} GPUs x {format_mem(mem_per_gpu)} = "
+                f"{format_mem(gpus_per_node * mem_per_gpu)} per node; a {part.node_type} node has {nt.memory}",
+                hint=f"at most {format_mem(nt.memory_mib // max(gpus_per_node, 1))} per GPU")
+    minutes = parse_time_minutes(spec.time or part.default_time)
+    if minutes > part.max_minutes:
+        chk.add(("time",), f"time {format_time(minutes)} exceeds partition {pname!r}'s limit {part.max_time}",
+                hint=f"use at most {part.max_time}, or another partition")
+    qos = spec.qos or part.default_qos
+    if qos and part.qos and qos not in part.qos:
+        chk.add(("qos",), f"QOS {qos!r} is not allowed in partition {pname!r}", hint=did_you_mean(qos, part.qos))
+    _check_launcher(spec, chk)
+    runtime = "none"
+    if spec.container:
+        runtime = spec.container.runtime or site.container_runtime
+        if runtime == "none":
+            chk.add(("container",), f"cluster {site.cluster} has no container runtime configured",
+                    hint="set container.runtime (pyxis or apptainer) if your site has one")
+    extra = _check_extra(spec, part, chk)
+
+    # NCCL: the fabric's profile, then the user's settings (linted), then debug.
+    nccl_env = fabric_env(nt) if spec.launcher != "none" or gpus_per_node > 1 else {}
+    user_nccl = {k: str(v) for k, v in spec.nccl.env.items()}
+    user_env = {k: _env_str(v) for k, v in spec.env.items()}
+    lint_args = dict(storage_hcas=nt.storage_hcas, fabric=nt.fabric.kind, allow_unknown=spec.nccl.allow_unknown)
+    for p in lint_env(user_nccl, **lint_args):
+        chk.add(("nccl", "env", p.key or ""), p.message, p.hint, p.severity)
+    for p in lint_env({k: v for k, v in user_env.items() if k.startswith(("NCCL_", "TORCH_NCCL"))
+                       or k in ("NCCL_TOPO",)}, **lint_args):
+        chk.add(("env", p.key or ""), p.message, p.hint, p.severity)
+    nccl_env.update(user_nccl)
+    if spec.nccl.debug:
+        nccl_env["NCCL_DEBUG"] = spec.nccl.debug
+    if spec.nccl.debug_subsys:
+        nccl_env["NCCL_DEBUG_SUBSYS"] = spec.nccl.debug_subsys
+    chk.raise_errors()
+
+    recipe = RECIPES[spec.launcher]
+    if spec.launcher in ("srun", "mpi"):
+        tasks_per_node, cpus_per_task = gpus_per_node, cpus_per_gpu
+    else:
+        tasks_per_node, cpus_per_task = 1, gpus_per_node * cpus_per_gpu
+
+    sb: dict[str, str | None] = {"job-name": spec.name, "partition": pname}
+    if spec.account:
+        sb["account"] = spec.account
+    if qos:
+        sb["qos"] = qos
+    sb["nodes"] = str(spec.nodes)
+    if spec.launcher == "none":
+        sb["ntasks"] = "1"
+    else:
+        sb["ntasks-per-node"] = str(tasks_per_node)
+    sb["gpus-per-node"] = f"{gpu_type}:{gpus_per_node}"
+    sb["cpus-per-task"] = str(cpus_per_task)
+    sb["mem-per-gpu"] = format_mem(mem_per_gpu)
+    sb["time"] = format_time(minutes)
+    if spec.exclusive:
+        sb["exclusive"] = None
+    if spec.workdir:
+        sb["chdir"] = spec.workdir
+    default_out = "%x-%A_%a.out" if spec.array else "%x-%j.out"
+    sb["output"] = spec.output or default_out
+    if spec.error:
+        sb["error"] = spec.error
+    if spec.array:
+        limit = f"%{spec.array.max_parallel}" if spec.array.max_parallel else ""
+        sb["array"] = f"0-{spec.array.size - 1}{limit}"
+    if spec.dependency:
+        sb["dependency"] = _dependency(spec, dependencies or {}, chk)
+    if spec.preempt:
+        sb["signal"] = f"B:{spec.preempt.signal}@{spec.preempt.grace}"
+        if spec.preempt.requeue:
+            sb["requeue"] = None
+            sb["open-mode"] = "append"
+    if spec.mail:
+        sb["mail-user"] = spec.mail.user
+        sb["mail-type"] = ",".join(spec.mail.type)
+    sb.update(extra)
+    chk.raise_errors()
+
+    env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", **user_env}
+    topology = [GpuTopo(g.index, g.numa, g.cpus, g.hca or "") for g in nt.gpus]
+    srun = _srun_options(spec, site, cpus_per_task, runtime)
+    return Plan(spec=spec, site=site, partition_name=pname, partition=part, node_type_name=part.node_type,
+                node_type=nt, recipe=recipe, gpus_per_node=gpus_per_node, cpus_per_task=cpus_per_task,
+                tasks_per_node=tasks_per_node, sbatch=sb, env=env, nccl_env=nccl_env, topology=topology,
+                srun=srun, warnings=[p for p in chk.problems if p.severity != "error"],
+                container_runtime=runtime, source_file=src.file if src else None)
+
+
+def _env_str(v: Any) -> str:
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    return str(v)
+
+
+def _gpus_per_node(spec: JobSpec, nt: NodeType, chk: _Checker) -> int:
+    have = nt.gpu.count
+    if spec.gpus is not None:
+        if spec.gpus % spec.nodes:
+            chk.add(("gpus",), f"{spec.gpus} GPUs cannot be split evenly over {spec.nodes} nodes",
+                    hint="use gpus_per_node, or a multiple of nodes")
+            return have
+        per = spec.gpus // spec.nodes
+        if per > have:
+            need = -(-spec.gpus // have)
+            chk.add(("gpus",), f"{spec.gpus} GPUs on {spec.nodes} node(s) is {per} per node; a node has {have}",
+                    hint=f"use nodes: {need} (or more)")
+        return per
+    per = spec.gpus_per_node or have
+    if per > have:
+        chk.add(("gpus_per_node",), f"{per} GPUs per node requested; a node of this partition has {have}",
+                hint=f"use at most {have}, and more nodes")
+    return per
+
+
+def _check_launcher(spec: JobSpec, chk: _Checker) -> None:
+    argv = spec.argv
+    if spec.launcher == "torchrun" and argv[0] in ("torchrun", "python", "python3", "srun"):
+        chk.add(("command",), f"with launcher torchrun, command is what torchrun runs (e.g. train.py --lr 1), "
+                f"not {argv[0]!r}", hint="slurmkit starts torchrun itself; drop the launcher from the command")
+    if spec.launcher in ("srun", "mpi") and argv[0] in ("srun", "mpirun", "mpiexec", "torchrun"):
+        chk.add(("command",), f"launcher {spec.launcher} already starts one task per GPU; the command must not "
+                f"start its own launcher ({argv[0]})", hint="remove it from the command, or use launcher: none")
+
+
+def _check_extra(spec: JobSpec, part: Partition, chk: _Checker) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for raw_key, value in spec.sbatch_extra.items():
+        key = raw_key.lstrip("-")
+        path = ("sbatch_extra", raw_key)
+        if key in PLANNED:
+            chk.add(path, f"--{key} is decided by slurmkit", hint=f"set it with the spec key `{PLANNED[key]}`")
+        elif key in PER_TASK_GPU and not part.allow_task_sharing and spec.launcher != "none":
+            chk.add(path, f"--{key} binds GPUs per task, which gives each rank its own device cgroup and breaks "
+                    "CUDA IPC/NVLink between ranks (NCCL)",
+                    hint="slurmkit already gives each rank its GPU at run time; remove this option")
+        elif key not in EXTRA_ALLOWED:
+            chk.add(path, f"--{key} is not an sbatch option slurmkit passes through",
+                    hint=did_you_mean(key, EXTRA_ALLOWED))
+        else:
+            out[key] = None if value is None else str(value)
+    return out
+
+
+def _dependency(spec: JobSpec, resolved: dict[str, int], chk: _Checker) -> str:
+    parts = []
+    assert spec.dependency is not None
+    for kind, refs in spec.dependency.items():
+        ids = []
+        for i, ref in enumerate(refs):
+            if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
+                ids.append(str(ref))
+            elif ref in resolved:
+                ids.append(str(resolved[ref]))
+            else:
+                chk.add(("dependency", kind, i), f"{ref!r} is neither a job id nor the name of a spec submitted "
+                        "in the same `sk submit`", hint="submit both specs together: sk submit a.yaml b.yaml")
+        if ids:
+            parts.append(kind + ":" + ":".join(ids))
+    return ",".join(parts)
+
+
+def _srun_options(spec: JobSpec, site: Site, cpus_per_task: int, runtime: str) -> list[str]:
+    if spec.launcher == "none":
+        return []
+    # -c again on srun: Slurm 22.05-23.02 srun does not inherit --cpus-per-task from the allocation.
+    opts = ["--cpu-bind=none", "--gpu-bind=none", f"--cpus-per-task={cpus_per_task}"]
+    if spec.launcher == "mpi":
+        opts.append(f"--mpi={site.mpi}")
+    if spec.container and runtime == "pyxis":
+        opts.append(f"--container-image={spec.container.image}")
+        if spec.container.mounts:
+            opts.append("--container-mounts=" + ",".join(spec.container.mounts))
+        if spec.container.workdir:
+            opts.append(f"--container-workdir={spec.container.workdir}")
+    return opts
+
+
+def param_refs(text: str) -> list[str]:
+    return _PARAM_REF.findall(text)

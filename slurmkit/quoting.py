@@ -1,0 +1,95 @@
+"""Quoting for the two languages a job script speaks: bash, and sbatch's #SBATCH option lines.
+
+Templates never build shell text from user values themselves: the render environment quotes every `{{ }}`
+by default, and only `Shell` strings (built here, from quoted parts) pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from slurmkit.errors import Problem, RenderError
+
+
+class Shell(str):
+    """Text that is already valid, safe shell code (quoted by this module)."""
+
+
+def q(value: object) -> Shell:
+    """One shell word that bash reads back as exactly `value` (spaces, quotes, $(), `, ;, #, unicode)."""
+    text = str(value)
+    if "\x00" in text:
+        raise RenderError(Problem("a value contains a NUL byte, which no shell word can hold"))
+    quoted = shlex.quote(text)
+    if quoted == text and text.startswith("="):
+        quoted = f"'{text}'"  # `export X==a` is valid bash but reads like a typo to people and shellcheck
+    return Shell(quoted)
+
+
+def words(items: list[object]) -> Shell:
+    """Several shell words separated by spaces (each quoted unless already Shell)."""
+    return Shell(" ".join(i if isinstance(i, Shell) else q(i) for i in items))
+
+
+def comment(text: object) -> Shell:
+    """Text for a `# ...` comment line: control characters (a newline would end the comment) replaced."""
+    return Shell("".join(c if c.isprintable() else "?" for c in str(text)))
+
+
+_SBATCH_SAFE = re.compile(r"^[A-Za-z0-9_./:%@+,=\-\[\]^*!]*$")
+_SBATCH_SPECIAL = set(" \t\\\"'#")
+
+
+def sbatch_value(value: str, key: str) -> str:
+    """Encode a value for an `#SBATCH --key=value` line.
+
+    sbatch (src/sbatch/opt.c _get_argument) splits such lines at unquoted whitespace, removes quotes, treats
+    an unescaped '#' as the start of a comment and a backslash as escaping the next character; so escaping each
+    of those characters with a backslash gives back the exact value. A newline cannot be expressed at all.
+    """
+    if "\n" in value or "\r" in value or "\x00" in value:
+        raise RenderError(Problem(f"the value of --{key} contains a line break, which an #SBATCH line cannot "
+                                  "hold", key=key, hint="remove the newline from this value"))
+    if _SBATCH_SAFE.match(value):
+        return value
+    return "".join("\\" + c if c in _SBATCH_SPECIAL else c for c in value)
+
+
+_REF = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def word_with_params(text: str, params: set[str], where: str = "command") -> Shell:
+    """A shell word for `text` where `{name}` is replaced at run time by sweep parameter `name`.
+
+    Literal parts are single-quoted; parameters expand inside double quotes, so a value is never re-split or
+    re-interpreted. `{{` and `}}` stand for literal braces. Without parameters this is plain `q()`.
+    """
+    if not params or "{" not in text:
+        return q(text)
+    out: list[str] = []
+    literal = ""
+    pos = 0
+    for m in _REF.finditer(text):
+        literal += text[pos:m.start()]
+        tok = m.group(0)
+        if tok == "{{":
+            literal += "{"
+        elif tok == "}}":
+            literal += "}"
+        elif m.group(1) in params:
+            if literal:
+                out.append(shlex.quote(literal))
+                literal = ""
+            out.append('"${SK_PARAM_' + m.group(1) + '}"')
+        else:
+            from slurmkit.suggest import did_you_mean
+
+            raise RenderError(Problem(f"{where}: {{{m.group(1)}}} is not a sweep parameter",
+                                      key=where, hint=did_you_mean(m.group(1), params) +
+                                      " (write {{ and }} for literal braces)"))
+        pos = m.end()
+    literal += text[pos:]
+    if literal:
+        out.append(shlex.quote(literal))
+    return Shell("".join(out) or "''")
