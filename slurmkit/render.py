@@ -143,7 +143,7 @@ def render(plan: Plan) -> str:
                                   line=exc.lineno)) from exc
     except jinja2.UndefinedError as exc:
         raise RenderError(Problem(f"template uses an undefined value: {exc.message}",
-                                  hint="a site template refers to something the planner does not provide"))
+                                  hint="a site template refers to something the planner does not provide")) from exc
 
 
 def build_request(plan: Plan, script: str, tag: str | None = None) -> SubmitRequest:

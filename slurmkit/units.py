@@ -55,7 +55,7 @@ def parse_time_minutes(value: str | int) -> int:
     days, a, b, c = m.groups()
     nums = [int(x) for x in (a, b, c) if x is not None]
     if days is not None:  # D-H, D-H:M, D-H:M:S
-        h, mi, s = (nums + [0, 0])[:3]
+        h, mi, s = [*nums, 0, 0][:3]
         total_s = int(days) * 86400 + h * 3600 + mi * 60 + s
     elif len(nums) == 1:
         total_s = nums[0] * 60
