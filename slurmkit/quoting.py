@@ -38,7 +38,7 @@ def comment(text: object) -> Shell:
 
 
 _SBATCH_SAFE = re.compile(r"^[A-Za-z0-9_./:%@+,=\-\[\]^*!]*$")
-_SBATCH_SPECIAL = set(" \t\\\"'#")
+_SBATCH_SPECIAL = set(" \t\v\f\\\"'#")  # C isspace() plus quotes, backslash, #
 
 
 def sbatch_value(value: str, key: str) -> str:

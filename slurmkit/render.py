@@ -100,12 +100,12 @@ def _array_context(plan: Plan) -> dict[str, Any] | None:
     if arr.grid is not None:
         for name, values in arr.grid.items():
             params.append({"name": name, "count": len(values),
-                           "values": Shell(" ".join(q(_scalar(v)) for v in values))})
+                           "words": Shell(" ".join(q(_scalar(v)) for v in values))})
     else:
         assert arr.tasks is not None
         for name in arr.names:
             params.append({"name": name, "count": len(arr.tasks),
-                           "values": Shell(" ".join(q(_scalar(t[name])) for t in arr.tasks))})
+                           "words": Shell(" ".join(q(_scalar(t[name])) for t in arr.tasks))})
     return {"size": arr.size, "grid": arr.grid is not None, "params": params}
 
 

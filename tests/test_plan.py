@@ -1,0 +1,119 @@
+"""Planner decisions on the shipped site configs (topology values are the real DGX A100 map from the notes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slurmkit.errors import SpecError
+from slurmkit.plan import make_plan
+from slurmkit.site import load_site
+from slurmkit.spec import spec_from_source
+from slurmkit.yamlsrc import loads
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def plan_for(text: str, site: str = "dgx-a100.yaml"):
+    src = loads(text, "t.yaml")
+    return make_plan(spec_from_source(src), load_site(ROOT / "site_config" / site), src)
+
+
+def test_dgx_a100_topology_gpu0_is_numa3_cpus_48_63_with_smt_and_mlx5_0():
+    plan = plan_for("name: t\ncommand: [x]\n")
+    g0 = plan.topology[0]
+    assert (g0.numa, g0.cpus, g0.hca) == (3, "48-63,176-191", "mlx5_0")
+    assert [g.numa for g in plan.topology] == [3, 3, 1, 1, 7, 7, 5, 5]
+
+
+def test_srun_recipe_requests_gpus_per_node_and_one_task_per_gpu():
+    plan = plan_for("name: t\nlauncher: srun\nnodes: 2\ncpus_per_gpu: 8\ncommand: [x]\n")
+    assert plan.recipe == "A"
+    assert plan.sbatch["gpus-per-node"] == "a100:8"
+    assert plan.sbatch["ntasks-per-node"] == "8"
+    assert plan.sbatch["cpus-per-task"] == "8"
+    assert "gpus-per-task" not in plan.sbatch
+    assert "--gpu-bind=none" in plan.srun and "--cpus-per-task=8" in plan.srun
+    assert plan.world_size == 16
+
+
+def test_torchrun_recipe_is_one_task_per_node_with_all_cpus_of_its_gpus():
+    plan = plan_for("name: t\nlauncher: torchrun\nnodes: 2\ncpus_per_gpu: 16\ncommand: [train.py]\n")
+    assert plan.recipe == "B"
+    assert plan.sbatch["ntasks-per-node"] == "1"
+    assert plan.sbatch["cpus-per-task"] == "128"
+
+
+def test_mpi_recipe_uses_site_mpi_plugin():
+    plan = plan_for("name: t\nlauncher: mpi\ncommand: [osu]\n")
+    assert plan.recipe == "C" and "--mpi=pmix" in plan.srun
+
+
+def test_nccl_env_lists_compute_hcas_exactly_and_never_storage():
+    env = plan_for("name: t\ncommand: [x]\n").nccl_env
+    assert env["NCCL_IB_HCA"] == "=" + ",".join(f"mlx5_{i}" for i in range(8))
+    assert "mlx5_8" not in env["NCCL_IB_HCA"] and "mlx5_9" not in env["NCCL_IB_HCA"]
+    assert env["NCCL_CROSS_NIC"] == "0"  # rail-optimized fabric
+    assert not {"NCCL_ALGO", "NCCL_PROTO", "NCCL_DEBUG"} & set(env)
+
+
+def test_partition_defaults_fill_in_and_spec_wins():
+    plan = plan_for("name: t\ncommand: [x]\ngpus_per_node: 2\nmem_per_gpu: 64G\n")
+    assert plan.sbatch["cpus-per-task"] == "16"  # partition default_cpus_per_gpu
+    assert plan.sbatch["mem-per-gpu"] == "64G"
+    assert plan.sbatch["time"] == "04:00:00"  # partition default_time
+    assert plan.sbatch["qos"] == "normal"
+
+
+def test_total_gpus_split_over_nodes():
+    plan = plan_for("name: t\ncommand: [x]\nnodes: 2\ngpus: 16\n")
+    assert plan.gpus_per_node == 8
+
+
+@pytest.mark.parametrize(("extra", "key", "fragment"), [
+    ("partition: gpux", "partition", "did you mean 'gpu'"),
+    ("gpus_per_node: 9", "gpus_per_node", "has 8"),
+    ("gpu_type: h100", "gpu_type", "offers a100"),
+    ("time: 3-00:00:00", "time", "exceeds partition"),
+    ("nodes: 17", "nodes", "at most 16"),
+    ("cpus_per_gpu: 64", "cpus_per_gpu", "has 256"),
+    ("mem_per_gpu: 200G", "mem_per_gpu", "has 1000G"),
+    ("qos: gold", "qos", "not allowed"),
+    ("sbatch_extra: {gpus-per-task: 1}", "sbatch_extra.gpus-per-task", "breaks"),
+    ("sbatch_extra: {nodes: 3}", "sbatch_extra.nodes", "spec key `nodes`"),
+    ("sbatch_extra: {constrant: hdr}", "sbatch_extra.constrant", "did you mean 'constraint'"),
+    ("nccl: {env: {NCCL_TOPO: ring}}", "nccl.env.NCCL_TOPO", "no NCCL_TOPO"),
+    ("dependency: {afterok: [prep]}", "dependency.afterok[0]", "same `sk submit`"),
+])
+def test_spec_that_does_not_fit_the_site_is_rejected_with_located_message(extra, key, fragment):
+    with pytest.raises(SpecError) as err:
+        plan_for(f"name: t\ncommand: [x]\n{extra}\n")
+    problems = [p for p in err.value.problems if p.severity == "error"]
+    assert any(p.key == key and fragment in (p.message + (p.hint or "")) for p in problems), \
+        [p.format() for p in problems]
+    assert all(p.file == "t.yaml" for p in problems)
+
+
+def test_debugging_nccl_variables_and_low_ib_timeout_are_warnings_not_errors():
+    plan = plan_for("name: t\ncommand: [x]\nnccl: {env: {NCCL_ALGO: Ring, NCCL_IB_TIMEOUT: 18}}\n")
+    text = "\n".join(w.format() for w in plan.warnings)
+    assert "debugging section" in text and "below NCCL's default of 20" in text
+    assert plan.nccl_env["NCCL_IB_TIMEOUT"] == "18"  # the user's choice is kept, with the warning
+
+
+def test_roce_and_tcp_profiles():
+    from slurmkit.nccl import fabric_env
+    from slurmkit.site import NodeType
+
+    base = load_site(ROOT / "site_config" / "devcluster.yaml").node_types["devnode"].model_dump()
+    base["fabric"] = {"kind": "roce", "socket_ifname": "eth0", "ib_gid_index": 3, "ib_tc": 106}
+    env = fabric_env(NodeType.model_validate(base))
+    assert env["NCCL_IB_GID_INDEX"] == "3" and env["NCCL_IB_TC"] == "106"
+    base["fabric"] = {"kind": "tcp", "socket_ifname": "eth0", "speed_gbps": 100}
+    base["compute_hcas"], base["storage_hcas"] = [], []
+    for g in base["gpus"]:
+        g["hca"] = None
+    env = fabric_env(NodeType.model_validate(base))
+    assert env == {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_NTHREADS": "4",
+                   "NCCL_NSOCKS_PERTHREAD": "4"}
