@@ -1,0 +1,44 @@
+"""Helpers for integration tests that run rendered scripts on the devcluster: render, sbatch, wait, read."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SK = str(Path(sys.executable).parent / "sk")
+DEVSITE = str(ROOT / "site_config" / "devcluster.yaml")
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
+            "DEADLINE"}
+
+
+def render_and_sbatch(spec_text: str, workdir: Path, site: str = DEVSITE, name: str = "job.yaml") -> int:
+    spec = workdir / name
+    spec.write_text(spec_text)
+    script = subprocess.run([SK, "render", str(spec), "--site", site], check=True, capture_output=True,
+                            text=True).stdout
+    out = subprocess.run(["sbatch", "--parsable"], input=script, check=True, capture_output=True, text=True,
+                         cwd=workdir).stdout
+    return int(out.strip().split(";")[0])
+
+
+def state(job_id: int | str) -> str:
+    out = subprocess.run(["sacct", "-n", "-X", "-P", "-j", str(job_id), "-o", "State"], capture_output=True,
+                         text=True).stdout.split()
+    return out[0].split()[0] if out else "PENDING"
+
+
+def wait(job_id: int | str, timeout: float = 120) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        s = state(job_id)
+        if s in TERMINAL:
+            return s
+        time.sleep(0.5)
+    raise TimeoutError(f"job {job_id} still {state(job_id)} after {timeout}s")
+
+
+def fields(line: str) -> dict[str, str]:
+    return dict(kv.split("=", 1) for kv in line.split() if "=" in kv)

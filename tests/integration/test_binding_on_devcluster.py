@@ -1,0 +1,208 @@
+"""What Slurm actually did with rendered scripts: ranks, GPUs, bindings, sweeps, dependencies, requeue.
+
+Every job here is a real job on the devcluster (contrib/devcluster). The devcluster's GPUs are pretend
+(character devices), so the ranks report the GPU/NUMA/CPU/HCA they *would* bind to and the test compares it
+with site_config/devcluster.yaml; the CPU binding itself is exercised for real with a site config describing
+this machine's real CPUs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from slurmkit.site import load_site
+from slurmkit.units import parse_cpulist
+from tests.integration.jobs import DEVSITE, fields, render_and_sbatch, wait
+
+pytestmark = pytest.mark.integration
+
+PRINT = ('echo "RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE MASTER_ADDR=$MASTER_ADDR GPU=$SK_GPU '
+         'NUMA=$SK_NUMA CPUS=$SK_CPUS HCA=$SK_HCA HOST=$SLURMD_NODENAME AFF=$(taskset -cp $$ | cut -d: -f2 | tr -d '
+         "' ') POLICY=$(numactl --show | awk '/^policy/ {print $2}')\"")
+
+
+def _ranks(out_file) -> list[dict[str, str]]:
+    return [fields(line) for line in out_file.read_text().splitlines() if line.startswith("RANK=")]
+
+
+def test_two_node_sixteen_rank_job_binds_every_rank_per_site_config(tmp_path, devcluster):
+    job = render_and_sbatch(f"""
+name: ranks
+launcher: srun
+nodes: 2
+gpus_per_node: 8
+cpus_per_gpu: 1
+mem_per_gpu: 1G
+time: "00:03:00"
+command: [bash, -c, {yaml.safe_dump(PRINT).strip()}]
+""", tmp_path)
+    assert wait(job) == "COMPLETED"
+    ranks = _ranks(tmp_path / f"ranks-{job}.out")
+    assert sorted(int(r["RANK"]) for r in ranks) == list(range(16))
+    nt = load_site(DEVSITE).node_types["devnode"]
+    hosts = {r["HOST"] for r in ranks}
+    assert hosts == {"gpu01", "gpu02"}
+    for r in ranks:
+        g = nt.gpu_by_index(int(r["GPU"]))
+        assert int(r["LOCAL_RANK"]) == int(r["RANK"]) % 8
+        assert int(r["GPU"]) == int(r["LOCAL_RANK"])  # whole node: local rank i gets GPU i
+        assert (int(r["NUMA"]), r["CPUS"], r["HCA"]) == (g.numa, g.cpus, g.hca)
+        assert r["WORLD_SIZE"] == "16" and r["MASTER_ADDR"] == "gpu01"
+
+
+def _local_site(tmp_path) -> str:
+    """A site whose node type has this machine's real CPUs, so numactl really binds."""
+    ncpu = os.cpu_count() or 1
+    site = yaml.safe_load(open(DEVSITE))
+    nt = site["node_types"]["devnode"]
+    nt.update(sockets=1, cores_per_socket=ncpu, threads_per_core=1, numa_nodes=1)
+    for g in nt["gpus"]:
+        g.update(numa=0, cpus=str(g["index"] % ncpu))
+    site["partitions"]["gpu"]["default_cpus_per_gpu"] = 1
+    path = tmp_path / "local-site.yaml"
+    path.write_text(yaml.safe_dump(site))
+    return str(path)
+
+
+def test_bind_step_really_execs_numactl_with_the_gpus_cpus(tmp_path, devcluster):
+    ncpu = os.cpu_count() or 1
+    job = render_and_sbatch(f"""
+name: realbind
+launcher: srun
+gpus_per_node: 2
+cpus_per_gpu: 1
+mem_per_gpu: 1G
+time: "00:03:00"
+command: [bash, -c, {yaml.safe_dump(PRINT).strip()}]
+""", tmp_path, site=_local_site(tmp_path))
+    assert wait(job) == "COMPLETED"
+    ranks = _ranks(tmp_path / f"realbind-{job}.out")
+    assert len(ranks) == 2
+    for r in ranks:
+        expected = int(r["GPU"]) % ncpu
+        assert parse_cpulist(r["AFF"]) == [expected], r  # the kernel's affinity of the rank's process
+        assert r["POLICY"] == "preferred"  # binding auto = CPUs + preferred local memory
+
+
+def test_partial_node_job_binds_to_the_gpus_it_was_given(tmp_path, devcluster):
+    holder = subprocess.run(["sbatch", "--parsable", "--nodelist=gpu01", "--gpus-per-node=a100:2", "-n1", "-c1",
+                             "--mem=1G", "-t", "5", "--wrap", "sleep 60", "-o", "/dev/null"],
+                            capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()
+    try:
+        for _ in range(60):
+            if subprocess.run(["squeue", "-h", "-j", holder, "-o", "%T"], capture_output=True,
+                              text=True).stdout.strip() == "RUNNING":
+                break
+            time.sleep(0.5)
+        job = render_and_sbatch(f"""
+name: partial
+launcher: srun
+gpus_per_node: 2
+cpus_per_gpu: 1
+mem_per_gpu: 1G
+time: "00:03:00"
+sbatch_extra: {{nodelist: gpu01}}
+command: [bash, -c, {yaml.safe_dump(PRINT).strip()}]
+""", tmp_path)
+        assert wait(job) == "COMPLETED"
+    finally:
+        subprocess.run(["scancel", holder])
+    ranks = _ranks(tmp_path / f"partial-{job}.out")
+    held = subprocess.run(["sacct", "-n", "-X", "-P", "-j", holder, "-o", "AllocTRES"], capture_output=True,
+                          text=True).stdout
+    assert "gres/gpu=2" in held
+    gpus = sorted(int(r["GPU"]) for r in ranks)
+    assert len(gpus) == 2 and not set(gpus) & {0, 1}, gpus  # the holder has GPUs 0 and 1
+    nt = load_site(DEVSITE).node_types["devnode"]
+    for r in ranks:
+        g = nt.gpu_by_index(int(r["GPU"]))
+        assert (int(r["NUMA"]), r["CPUS"], r["HCA"]) == (g.numa, g.cpus, g.hca)
+
+
+def test_hundred_task_sweep_is_one_array_and_each_task_gets_its_parameters(tmp_path, devcluster):
+    job = render_and_sbatch("""
+name: sweep
+launcher: none
+gpus_per_node: 1
+cpus_per_gpu: 1
+mem_per_gpu: 100M
+time: "00:02:00"
+array: {grid: {lr: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0], tag: ["a b", "c;d", "$(x)", "'q'", "e",
+        "f", "g", "h", "i", "j"]}, max_parallel: 50}
+command: [bash, -c, 'echo "TASK=$SLURM_ARRAY_TASK_ID LR=$1 TAG=$2" > "task-$SLURM_ARRAY_TASK_ID.txt"', sk, "{lr}",
+          "{tag}"]
+""", tmp_path)
+    deadline = time.time() + 240
+    while time.time() < deadline and len(list(tmp_path.glob("task-*.txt"))) < 100:
+        time.sleep(1)
+    from slurmkit.spec import load_spec
+
+    spec, _ = load_spec(str(tmp_path / "job.yaml"))
+    for i in range(100):
+        p = spec.array.task(i)
+        assert (tmp_path / f"task-{i}.txt").read_text() == f"TASK={i} LR={p['lr']} TAG={p['tag']}\n"
+    array_ids = subprocess.run(["sacct", "-n", "-X", "-P", "-j", str(job), "-o", "JobID"], capture_output=True,
+                               text=True).stdout.split()
+    assert all(a.startswith(f"{job}_") for a in array_ids)  # one submission, one array job
+
+
+def test_dependency_order_holds(tmp_path, devcluster):
+    first = render_and_sbatch("""
+name: first
+launcher: none
+gpus_per_node: 1
+cpus_per_gpu: 1
+mem_per_gpu: 100M
+time: "00:02:00"
+command: [bash, -c, "sleep 3; date +%s.%N > first.txt"]
+""", tmp_path, name="first.yaml")
+    second = render_and_sbatch(f"""
+name: second
+launcher: none
+gpus_per_node: 1
+cpus_per_gpu: 1
+mem_per_gpu: 100M
+time: "00:02:00"
+dependency: {{afterok: [{first}]}}
+command: [bash, -c, "date +%s.%N > second.txt"]
+""", tmp_path, name="second.yaml")
+    assert wait(second) == "COMPLETED"
+    assert float((tmp_path / "second.txt").read_text()) > float((tmp_path / "first.txt").read_text())
+
+
+def test_preempt_signal_requeues_once_with_restart_count(tmp_path, devcluster):
+    job = render_and_sbatch("""
+name: requeue
+launcher: srun
+gpus_per_node: 1
+cpus_per_gpu: 1
+mem_per_gpu: 100M
+time: "00:05:00"
+preempt: {signal: USR1, grace: 60, requeue: true, max_restarts: 1}
+command: [bash, -c, 'trap "echo GOT_USR1 restart=$SLURM_RESTART_COUNT; exit 0" USR1;
+          echo START restart=${SLURM_RESTART_COUNT:-0}; for i in $(seq 300); do sleep 0.2; done']
+""", tmp_path)
+    out = tmp_path / f"requeue-{job}.out"
+
+    def wait_for(text: str, timeout: float = 90) -> None:
+        end = time.time() + timeout
+        while time.time() < end:
+            if out.exists() and text in out.read_text():
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"{text!r} not in {out}: {out.read_text() if out.exists() else '(no file)'}")
+
+    wait_for("START restart=0")
+    time.sleep(1)
+    subprocess.run(["scancel", "--batch", "--signal=USR1", str(job)], check=True)
+    wait_for("START restart=1", timeout=150)  # requeued: same job id, log appended (--open-mode=append)
+    text = out.read_text()
+    assert "GOT_USR1" in text and "requeueing job" in text  # the program got the signal, then the requeue
+    subprocess.run(["scancel", "--batch", "--signal=USR1", str(job)], check=True)
+    wait_for("restart limit (1) reached")
+    subprocess.run(["scancel", str(job)])
