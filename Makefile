@@ -1,0 +1,44 @@
+# slurmkit developer targets. On a fresh Debian/Ubuntu machine, as root:
+#   make demo   - virtual environment, local Slurm devcluster, submit the 2-node example, show status and logs
+#   make test   - the whole test suite (what .ci/run runs)
+PY ?= python3
+VENV := .venv
+SK := $(VENV)/bin/sk
+SITE := site_config/devcluster.yaml
+
+.PHONY: venv up down test lint golden demo bench
+
+$(VENV)/bin/python:
+	$(PY) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -U pip
+	$(VENV)/bin/pip install -q -e '.[all]'
+
+venv: $(VENV)/bin/python
+
+up:
+	contrib/devcluster/up
+
+down:
+	contrib/devcluster/down
+
+test: venv
+	$(VENV)/bin/pytest -q
+
+lint: venv
+	$(VENV)/bin/ruff check slurmkit tests bench
+
+golden: venv
+	$(VENV)/bin/python -m tests.golden
+
+bench: venv
+	$(VENV)/bin/python bench/render.py
+
+demo: venv up
+	mkdir -p /tmp/sk-demo
+	cd /tmp/sk-demo && $(CURDIR)/$(SK) submit $(CURDIR)/examples/torchrun-2node.yaml --site $(CURDIR)/$(SITE) \
+	    --set 'command=[bash, -c, "echo rank $$RANK of $$WORLD_SIZE on $$(hostname) GPU $$SK_GPU NUMA $$SK_NUMA CPUs $$SK_CPUS HCA $$SK_HCA"]' \
+	    --set launcher=srun --json | tee /tmp/sk-demo/submit.json
+	$(SK) wait $$($(VENV)/bin/python -c 'import json; print(json.load(open("/tmp/sk-demo/submit.json"))[0]["job_id"])')
+	$(SK) status --me
+	$(SK) logs $$($(VENV)/bin/python -c 'import json; print(json.load(open("/tmp/sk-demo/submit.json"))[0]["job_id"])')
+	-$(SK) report usage --site $(SITE)

@@ -1,0 +1,77 @@
+"""Shared fixtures. Integration tests need the real devcluster; in CI (CI=true) a missing cluster FAILS them.
+
+Start the cluster with `contrib/devcluster/up` (as root). PostgreSQL tests read SK_TEST_PG_URL.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _missing(what: str, how: str) -> None:
+    if IN_CI:
+        pytest.fail(f"{what} is not available in CI ({how})")
+    pytest.skip(f"{what} not available; {how}")
+
+
+def _cluster_ready() -> str | None:
+    try:
+        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if out.returncode != 0:
+        return out.stderr.strip() or f"sinfo exit {out.returncode}"
+    states = dict(line.split() for line in out.stdout.splitlines() if line.strip())
+    if not {"gpu01", "gpu02"} <= set(states):
+        return f"nodes gpu01/gpu02 not found in sinfo: {states}"
+    bad = {n: s for n, s in states.items() if s.rstrip("*") not in ("idle", "mix", "alloc", "comp")}
+    return f"nodes not usable: {bad}" if bad else None
+
+
+@pytest.fixture(scope="session")
+def devcluster() -> Path:
+    """The running devcluster (its state directory)."""
+    problem = _cluster_ready()
+    if problem:
+        _missing("the devcluster", f"run contrib/devcluster/up as root: {problem}")
+    return Path(os.environ.get("DEVCLUSTER_DIR", "/run/slurmkit-devcluster"))
+
+
+@pytest.fixture(autouse=True)
+def _integration_needs_cluster(request):
+    if request.node.get_closest_marker("integration"):
+        request.getfixturevalue("devcluster")
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    url = os.environ.get("SK_TEST_PG_URL")
+    if not url:
+        _missing("PostgreSQL", "run contrib/devcluster/pg-up and export SK_TEST_PG_URL")
+    return url  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="session")
+def chromium() -> tuple[str, str]:
+    browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (browser and driver):
+        _missing("headless Chromium", "apt-get install chromium chromium-driver")
+    return browser, driver  # type: ignore[return-value]
+
+
+def as_user(user: str, cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """Run `cmd` as an unprivileged devcluster user (alice, bob) with their login environment."""
+    return subprocess.run(["runuser", "-u", user, "--", *cmd], capture_output=True, text=True, **kwargs)
+
+
+@pytest.fixture
+def repo_root() -> Path:
+    return ROOT
