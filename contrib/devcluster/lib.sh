@@ -14,7 +14,7 @@ DC_BIN=$DC_DIR/bin          # hook wrappers named in slurm.conf (sk-jobcomp, sk-
 DC_DEV=$DC_DIR/dev          # pretend GPUs: character devices nvidia0..7 (major 195, like the real driver)
 DC_MUNGE=$DC_DIR/munge      # private munge key and socket
 DC_MYSQL=$DC_DIR/mysql      # private MariaDB datadir and socket (slurmdbd's storage)
-DC_REST_SOCK=$DC_DIR/rest.sock
+DC_REST_SOCK=$DC_DIR/rest.sock  # -> rest-alice.sock; rest-bob.sock for bob
 
 # Non-default ports so a real Slurm on the same machine (6817/6818/6819) is never touched.
 DC_CTLD_PORT=16817
@@ -24,20 +24,21 @@ DC_MYSQL_PORT=13306
 DC_NODES=(gpu01 gpu02)
 DC_NODE_PORTS=(17001 17002)
 DC_CLUSTER=devcluster
-DC_REST_USER=slurmrestd     # unprivileged system user for slurmrestd (it refuses to run as root)
+DC_REST_USERS=(alice bob)   # one slurmrestd per user, running as that user (see start_slurmrestd in up)
 
 export SLURM_CONF=$DC_ETC/slurm.conf
 MUNGE_SOCKET=$DC_MUNGE/munge.socket.2
 
 # Daemons in start order; `down` stops them in reverse. Each has $DC_RUN/<name>.pid and the
 # executable name that /proc/<pid>/comm must show (so a recycled pid is never killed).
-DC_DAEMONS=(munged mariadb slurmdbd slurmctld slurmd-gpu01 slurmd-gpu02 slurmrestd)
+DC_DAEMONS=(munged mariadb slurmdbd slurmctld slurmd-gpu01 slurmd-gpu02 slurmrestd-alice slurmrestd-bob)
 
 dc_comm_of() {
     case $1 in
         munged) echo munged ;;
         mariadb) echo mariadbd ;;
         slurmd-*) echo slurmd ;;
+        slurmrestd-*) echo slurmrestd ;;
         *) echo "$1" ;;
     esac
 }
