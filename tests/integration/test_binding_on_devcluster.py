@@ -9,6 +9,7 @@ this machine's real CPUs.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import subprocess
 import time
 
@@ -58,7 +59,7 @@ command: [bash, -c, {yaml.safe_dump(PRINT).strip()}]
 def _local_site(tmp_path) -> str:
     """A site whose node type has this machine's real CPUs, so numactl really binds."""
     ncpu = os.cpu_count() or 1
-    site = yaml.safe_load(open(DEVSITE))
+    site = yaml.safe_load(Path(DEVSITE).read_text())
     nt = site["node_types"]["devnode"]
     nt.update(sockets=1, cores_per_socket=ncpu, threads_per_core=1, numa_nodes=1)
     for g in nt["gpus"]:
