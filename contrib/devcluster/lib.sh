@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034
 # Shared settings and helpers for contrib/devcluster/{up,down,status,env}. Sourced, never run.
 #
 # Everything the devcluster creates lives under one directory ($DEVCLUSTER_DIR, default
