@@ -9,9 +9,9 @@ this machine's real CPUs.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import yaml
