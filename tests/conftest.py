@@ -32,7 +32,8 @@ def _cluster_ready() -> str | None:
     states = dict(line.split() for line in out.stdout.splitlines() if line.strip())
     if not {"gpu01", "gpu02"} <= set(states):
         return f"nodes gpu01/gpu02 not found in sinfo: {states}"
-    bad = {n: s for n, s in states.items() if s.rstrip("*") not in ("idle", "mix", "alloc", "comp")}
+    # A trailing '*' means the node is not responding: not usable.
+    bad = {n: s for n, s in states.items() if s not in ("idle", "mix", "alloc", "comp")}
     return f"nodes not usable: {bad}" if bad else None
 
 
