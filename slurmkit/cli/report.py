@@ -1,0 +1,166 @@
+"""`sk report usage|efficiency|idle|top|job`: reports from the accounting store. Parses options, calls
+slurmkit.report; pandas/matplotlib are imported only inside the commands.
+"""
+
+from __future__ import annotations
+
+import click
+
+from slurmkit.cli.common import echo_json, handle_errors, site_option
+
+
+@click.group()
+def report() -> None:
+    """GPU usage reports from the accounting store (GPU-hours, utilization, waste, idle GPUs, grades).
+
+    \b
+    Examples:
+      sk report usage --since last-month --by account,month
+      sk report efficiency --since 2026-11-01 --until 2026-12-01 --tz Europe/Berlin
+      sk report top --sort waste --limit 5
+      sk report usage --format html -o usage.html
+      sk report job 1234
+    """
+
+
+def _common(fn):
+    opts = [
+        click.option("--since", metavar="WHEN", help="Start (inclusive): 2026-11-01, 2026-11-01T08:00+01:00, "
+                     "30d, 12h, 4w, today, yesterday, this-month, last-month. Default: 30d."),
+        click.option("--until", metavar="WHEN", help="End (exclusive), same forms. Default: now "
+                     "(with --since last-month: the end of that month)."),
+        click.option("--tz", metavar="ZONE", default="UTC", show_default=True,
+                     help="Zone for reading dates and for day/week/month buckets: UTC, local, or e.g. Europe/Berlin."),
+        click.option("--by", "by", multiple=True, metavar="KEYS",
+                     help="Group by user, account, partition, gpu_type, node_type, qos, cluster and/or one period "
+                          "(day, week, month); comma-separated or repeated."),
+        click.option("--format", "fmt", default="table", show_default=True,
+                     type=click.Choice(["table", "csv", "json", "parquet", "markdown", "html"])),
+        click.option("-o", "--output", metavar="FILE", help="Write to FILE (required for parquet and html)."),
+        click.option("--db", metavar="PATH|URL", help="SQLite path or postgresql:// URL (default: the site "
+                     "config's accounting.store)."),
+        site_option,
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def _open(db: str | None, site_path: str | None):
+    from slurmkit.report.access import open_readonly, scope_for
+
+    admin_group = "slurmkit-admin"
+    if db is None or site_path:
+        from slurmkit.site import resolve_site
+
+        site = resolve_site(site_path)
+        admin_group = site.accounting.admin_group
+        db = db or site.accounting.store
+    return open_readonly(db, admin_group), scope_for(admin_group), admin_group
+
+
+def _run(kind: str, since, until, tz, by, fmt, output, db, site_path, **kw) -> None:
+    from slurmkit.report.build import build
+    from slurmkit.report.formats import write
+    from slurmkit.report.query import parse_by
+    from slurmkit.report.window import parse_window
+
+    window = parse_window(since, until, tz=tz)
+    keys, period = parse_by(by)
+    if not keys and not period and kind == "usage":
+        keys = ["user"]
+    store, scope, admin_group = _open(db, site_path)
+    with store:
+        rep = build(kind, store, window, keys, period, scope, admin_group=admin_group, **kw)
+        html_builder = None
+        if fmt == "html":
+            try:
+                from slurmkit.report.html import page
+            except ImportError as exc:  # not written yet (issue 5 is partly done)
+                from slurmkit.errors import InputError
+                raise InputError("--format html is not implemented yet", hint="use --format markdown") from exc
+
+            def html_builder(r):
+                return page(r, store)
+        if rep.empty and fmt in ("table", "markdown"):
+            click.echo(rep.empty_message())
+            return
+        text = write(rep, fmt, output, html_builder=html_builder)
+    if text is not None:
+        click.echo(text)
+    else:
+        click.echo(f"wrote {output}", err=True)
+
+
+@report.command()
+@_common
+@handle_errors
+def usage(**kw) -> None:
+    """GPU-hours allocated and used, utilization, waste and queue wait (default: by user).
+
+    Example: sk report usage --since last-month --by account,month
+    """
+    _run("usage", **kw)
+
+
+@report.command()
+@_common
+@handle_errors
+def efficiency(**kw) -> None:
+    """Efficiency grade per user (or --by account), wasted GPU-hours, idle GPUs in multi-GPU jobs.
+
+    Example: sk report efficiency --by account --since 30d
+    """
+    _run("efficiency", **kw)
+
+
+@report.command()
+@_common
+@click.option("--limit", default=20, show_default=True, help="How many jobs to list.")
+@handle_errors
+def idle(limit: int, **kw) -> None:
+    """Multi-GPU jobs whose GPUs sat idle while others worked, worst first, with totals.
+
+    Example: sk report idle --since 7d --limit 10
+    """
+    _run("idle", limit=limit, **kw)
+
+
+@report.command()
+@_common
+@click.option("--sort", type=click.Choice(["gpu-hours", "waste", "used"]), default="gpu-hours", show_default=True)
+@click.option("--limit", default=10, show_default=True)
+@handle_errors
+def top(sort: str, limit: int, **kw) -> None:
+    """The top users (or --by account...) by GPU-hours, waste or used GPU-hours.
+
+    Example: sk report top --sort waste --limit 5
+    """
+    _run("top", sort=sort, limit=limit, **kw)
+
+
+@report.command()
+@click.argument("jobid")
+@click.option("--db", metavar="PATH|URL", help="SQLite path or postgresql:// URL.")
+@click.option("--tz", default="UTC", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout.")
+@site_option
+@handle_errors
+def job(jobid: str, db, tz, as_json, site_path) -> None:
+    """One job's GPUs, one row each, with a verdict such as "3 of 4 GPUs were idle".
+
+    Example: sk report job 1234   (or 1234_7 for an array task)
+    """
+    from datetime import datetime
+
+    from slurmkit.report import job as jobreport
+    from slurmkit.report.window import resolve_tz
+
+    zone, _name = resolve_tz(tz)
+    store, scope, _ = _open(db, site_path)
+    with store:
+        runs = jobreport.load_job(store, jobid, scope)
+    if as_json:
+        echo_json(jobreport.as_dict(runs))
+        return
+    click.echo(jobreport.render(runs, lambda t: datetime.fromtimestamp(t, zone).strftime("%Y-%m-%d %H:%M %Z")))

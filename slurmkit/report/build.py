@@ -1,0 +1,123 @@
+"""Assemble a report: run the aggregate query, derive the ratio figures, grade, and attach every note a reader
+needs (the window and zone, definitions, thresholds, metric sources, whose jobs are shown).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from slurmkit.report import grading
+from slurmkit.report.figures import COLUMNS, IDLE_UTIL_PCT, definitions
+from slurmkit.report.query import SOURCES, Scope, run_aggregate, run_idle_jobs
+from slurmkit.report.window import Window
+from slurmkit.store.db import Store
+
+ADDITIVE = ["jobs", "gpu_hours", "gpu_hours_measured", "gpu_hours_used", "gpu_hours_wasted",
+            "idle_gpus_in_multi", "idle_gpu_hours_in_multi", "jobs_no_metrics", "wait_s_sum", "wait_n",
+            *(f"n_{s}" for s in SOURCES)]
+
+SIMULATED_BANNER = ("WARNING: some or all GPU metrics in this report are SIMULATED (metric source 'simulated'), "
+                    "not measured on real GPUs; utilization and waste figures are not real.")
+
+
+@dataclass
+class Report:
+    kind: str
+    window: Window
+    keys: list[str]
+    period: str | None
+    scope: Scope
+    table: Any  # pandas DataFrame: group columns + figure columns
+    totals: dict[str, Any]
+    columns: list[str]
+    notes: list[str] = field(default_factory=list)
+    definitions: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return int(self.totals.get("jobs") or 0) == 0 and len(self.table) == 0
+
+    @property
+    def group_columns(self) -> list[str]:
+        return [*self.keys, *(["period"] if self.period else [])]
+
+    def empty_message(self) -> str:
+        who = "" if self.scope.everyone else f" for user {self.scope.user}"
+        return f"no GPU jobs{who} between {self.window.fmt(self.window.since)} and " \
+               f"{self.window.fmt(self.window.until)} ({self.window.tz_name})"
+
+
+def derive(df):
+    """Ratios and labels from the additive sums. Works on the grouped rows and on the one-row total alike."""
+    import numpy as np
+
+    df = df.copy()
+    measured = df["gpu_hours_measured"].where(df["gpu_hours_measured"] > 0)
+    df["mean_util_pct"] = df["gpu_hours_used"] / measured * 100
+    df["waste_pct"] = df["gpu_hours_wasted"] / measured * 100
+    df["gpu_hours_unmeasured"] = (df["gpu_hours"] - df["gpu_hours_measured"]).clip(lower=0)
+    df["mean_wait_h"] = df["wait_s_sum"] / df["wait_n"].where(df["wait_n"] > 0) / 3600
+    if "wait_s_max" in df:
+        df["max_wait_h"] = df["wait_s_max"].astype(float) / 3600
+    total = df["gpu_hours"].sum()
+    df["share_pct"] = df["gpu_hours"] / total * 100 if total > 0 else np.nan
+    df["grade"] = [grading.grade(v) for v in df["mean_util_pct"]]
+    df["sources"] = [", ".join(s for s in SOURCES if row[f"n_{s}"] > 0) or "-"
+                     for _, row in df[[f"n_{s}" for s in SOURCES]].iterrows()]
+    return df
+
+
+def _totals(df) -> dict[str, Any]:
+    import pandas as pd
+
+    sums = df[ADDITIVE].sum() if len(df) else pd.Series(0, index=ADDITIVE)
+    one = pd.DataFrame([sums])
+    one["wait_s_max"] = df["wait_s_max"].max() if len(df) else None
+    row = derive(one).iloc[0].to_dict()
+    row["share_pct"] = 100.0 if row["gpu_hours"] > 0 else None
+    return row
+
+
+def source_notes(totals: dict[str, Any]) -> list[str]:
+    n = {s: int(totals.get(f"n_{s}") or 0) for s in SOURCES}
+    notes = []
+    if n["simulated"]:
+        notes.append(SIMULATED_BANNER)
+    used = [f"{s} ({n[s]} GPU records)" for s in SOURCES if n[s]]
+    notes.append("metric sources: " + (", ".join(used) if used else "none (no GPU metrics in this window)"))
+    return notes
+
+
+def scope_note(scope: Scope, admin_group: str) -> list[str]:
+    if scope.everyone:
+        return []
+    return [f"showing only your own jobs (user {scope.user}); members of group {admin_group!r} see all users"]
+
+
+def build(kind: str, store: Store, window: Window, keys: list[str], period: str | None, scope: Scope, *,
+          admin_group: str = "slurmkit-admin", sort: str | None = None, limit: int | None = None,
+          idle_pct: float = IDLE_UTIL_PCT) -> Report:
+    """usage | efficiency | top | idle, over `window`, grouped by `keys` (+ `period`)."""
+    if not keys and kind in ("efficiency", "top"):
+        keys = ["user"]
+    df = derive(run_aggregate(store, window, keys, period, scope, idle_pct))
+    totals = _totals(df)
+    columns = list(COLUMNS["usage" if kind == "idle" else kind])
+    if kind == "efficiency":
+        df = df.sort_values(["gpu_hours_wasted", *keys], ascending=[False, *[True] * len(keys)])
+    if kind == "top":
+        by = {"waste": "gpu_hours_wasted", "gpu-hours": "gpu_hours", "used": "gpu_hours_used"}[sort or "gpu-hours"]
+        df = df.sort_values([by, *keys], ascending=[False, *[True] * len(keys)]).head(limit or 10)
+    notes = [f"window: {window.describe()}", *scope_note(scope, admin_group), *source_notes(totals)]
+    report = Report(kind, window, keys, period, scope, df.reset_index(drop=True), totals, columns, notes,
+                    definitions(columns))
+    if kind in ("efficiency", "top"):
+        report.definitions.append(grading.legend())
+    if kind == "idle":
+        report.columns = ["jobs", "gpu_hours", "idle_gpus_in_multi", "idle_gpu_hours_in_multi",
+                          "gpu_hours_wasted", "mean_util_pct"]
+        report.definitions = definitions(report.columns)
+        report.extra["jobs"] = run_idle_jobs(store, window, scope, limit or 20, idle_pct)
+    return report

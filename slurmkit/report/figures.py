@@ -1,0 +1,65 @@
+"""What each reported figure means. The definitions are printed with every report, so a number never travels
+without the rule that produced it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# A GPU whose job-mean utilization is below this (percent) counts as idle for "idle GPUs in multi-GPU jobs".
+IDLE_UTIL_PCT = 5.0
+
+
+@dataclass(frozen=True)
+class Figure:
+    column: str
+    label: str
+    unit: str
+    definition: str
+
+
+FIGURES: tuple[Figure, ...] = (
+    Figure("jobs", "jobs", "", "GPU job runs (a requeued job's runs count separately, each with its own time; an "
+           "array task or a multi-node job counts once per allocation). With a period, a job counts in the period "
+           "it started in (jobs started before the window: in the first period)."),
+    Figure("gpu_hours", "GPU-h alloc", "GPU-h", "GPUs allocated x hours of the job inside the window "
+           "(a job running across --since/--until counts only its part inside)."),
+    Figure("share_pct", "share %", "%", "this row's allocated GPU-hours / all rows' allocated GPU-hours x 100."),
+    Figure("gpu_hours_measured", "GPU-h measured", "GPU-h", "allocated GPU-hours of the GPUs that have "
+           "utilization metrics."),
+    Figure("gpu_hours_used", "GPU-h used", "GPU-h", "sum over measured GPUs of util_mean/100 x hours "
+           "(utilization-weighted)."),
+    Figure("mean_util_pct", "mean util %", "%", "GPU-h used / GPU-h measured x 100; empty when nothing was "
+           "measured (never shown as 0 %)."),
+    Figure("gpu_hours_wasted", "GPU-h wasted", "GPU-h", "sum over measured GPUs of idle_fraction x hours: the "
+           "GPU-hours during which the sampler saw the GPU idle (below its idle threshold)."),
+    Figure("waste_pct", "waste %", "%", "GPU-h wasted / GPU-h measured x 100."),
+    Figure("idle_gpus_in_multi", "idle GPUs in multi-GPU jobs", "", f"GPUs with mean utilization below "
+           f"{IDLE_UTIL_PCT:g} % in a multi-GPU job in which at least one other GPU was above it."),
+    Figure("idle_gpu_hours_in_multi", "idle GPU-h in multi-GPU jobs", "GPU-h", "the hours of those GPUs."),
+    Figure("jobs_no_metrics", "jobs w/o metrics", "", "GPU jobs with no per-GPU metrics at all: counted here, "
+           "left out of utilization and waste, never counted as 0 %."),
+    Figure("gpu_hours_unmeasured", "GPU-h unmeasured", "GPU-h", "allocated GPU-hours without metrics "
+           "(GPU-h alloc - GPU-h measured)."),
+    Figure("mean_wait_h", "mean wait h", "h", "mean queue wait (start - submit) of the counted jobs, hours."),
+    Figure("max_wait_h", "max wait h", "h", "longest queue wait, hours."),
+    Figure("grade", "grade", "", "efficiency grade from mean utilization (thresholds below)."),
+    Figure("sources", "metric source", "", "where the per-GPU numbers came from: nvml, dcgm, slurm "
+           "(gres/gpuutil) or simulated."),
+)
+
+BY_COLUMN = {f.column: f for f in FIGURES}
+
+# Which figures each report kind shows, in order.
+COLUMNS = {
+    "usage": ["jobs", "gpu_hours", "share_pct", "gpu_hours_used", "mean_util_pct", "gpu_hours_wasted",
+              "jobs_no_metrics", "gpu_hours_unmeasured", "mean_wait_h", "sources"],
+    "efficiency": ["jobs", "gpu_hours", "mean_util_pct", "grade", "gpu_hours_wasted", "waste_pct",
+                   "idle_gpus_in_multi", "idle_gpu_hours_in_multi", "jobs_no_metrics", "sources"],
+    "top": ["jobs", "gpu_hours", "share_pct", "gpu_hours_used", "mean_util_pct", "gpu_hours_wasted", "grade"],
+    "allocation": ["jobs", "gpu_hours", "share_pct", "mean_wait_h", "max_wait_h"],
+}
+
+
+def definitions(columns: list[str]) -> list[str]:
+    return [f"{BY_COLUMN[c].label}: {BY_COLUMN[c].definition}" for c in columns if c in BY_COLUMN]

@@ -1,0 +1,150 @@
+"""Output formats: table (terminal), csv, json, parquet, markdown, html. Text formats carry the notes and
+definitions with the numbers; csv/parquet carry only the numbers (plus a `#` header in csv) for tools.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from slurmkit.errors import InputError, Problem
+from slurmkit.report.build import Report
+from slurmkit.report.figures import BY_COLUMN
+
+FORMATS = ("table", "csv", "json", "parquet", "markdown", "html")
+BINARY = ("parquet", "html")
+
+
+def _cell(value: Any, column: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.1f}" if column.endswith("_pct") else f"{value:.2f}"
+    return str(value)
+
+
+def _rows(report: Report) -> tuple[list[str], list[list[str]]]:
+    cols = [*report.group_columns, *report.columns]
+    headers = [BY_COLUMN[c].label if c in BY_COLUMN else c for c in cols]
+    rows = [[_cell(r[c], c) for c in cols] for _, r in report.table.iterrows()]
+    if len(report.table) > 1 or not report.group_columns:
+        total = ["TOTAL", *[""] * (len(report.group_columns) - 1)] if report.group_columns else []
+        rows.append(total + [_cell(report.totals.get(c), c) for c in report.columns])
+    return headers, rows
+
+
+def _text_table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.rjust(w) if i >= 1 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False)))
+            for r in rows]
+    return "\n".join(out)
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> str:
+    esc = [h.replace("|", "\\|") for h in headers]
+    out = ["| " + " | ".join(esc) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def _idle_jobs_text(report: Report, md: bool) -> str:
+    jobs = report.extra.get("jobs")
+    if jobs is None or not len(jobs):
+        return "no multi-GPU jobs with idle GPUs in this window"
+    headers = ["job", "user", "account", "partition", "GPUs", "idle GPUs", "hours", "idle GPU-h", "mean util %"]
+    rows = [[_jobref(r), r["user"], r["account"], r["partition"], str(r["gpus"]),
+             f"{r['idle_gpus']} of {r['gpus_measured']}", f"{r['hours']:.2f}", f"{r['idle_gpu_hours']:.2f}",
+             f"{r['mean_util_pct']:.1f}"] for _, r in jobs.iterrows()]
+    return (_md_table if md else _text_table)(headers, rows)
+
+
+def _jobref(r: Any) -> str:
+    ref = str(r["job_id"])
+    if r.get("run"):
+        ref += f" (run {r['run']})"
+    return ref
+
+
+def title(report: Report) -> str:
+    by = ", ".join(report.group_columns) or "total"
+    return f"GPU {report.kind} report by {by}"
+
+
+def render_text(report: Report, fmt: str) -> str:
+    md = fmt == "markdown"
+    if report.empty:
+        return report.empty_message()
+    headers, rows = _rows(report)
+    parts = [f"# {title(report)}" if md else title(report)]
+    parts += [("> " if md else "") + n for n in report.notes]
+    parts.append((_md_table if md else _text_table)(headers, rows))
+    if report.kind == "idle":
+        parts.append("## Jobs with idle GPUs" if md else "jobs with idle GPUs:")
+        parts.append(_idle_jobs_text(report, md))
+    parts.append("## Definitions" if md else "definitions:")
+    parts += [("- " if md else "  ") + d for d in report.definitions]
+    return "\n\n".join(parts) if md else "\n".join(parts)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if hasattr(value, "item"):  # numpy scalar
+        return _clean(value.item())
+    return value
+
+
+def as_dict(report: Report) -> dict[str, Any]:
+    cols = [*report.group_columns, *report.columns]
+    rows = [{c: _clean(r[c]) for c in cols} for _, r in report.table.iterrows()]
+    out = {
+        "report": report.kind,
+        "since": report.window.fmt(report.window.since), "until": report.window.fmt(report.window.until),
+        "since_epoch": report.window.since, "until_epoch": report.window.until, "tz": report.window.tz_name,
+        "by": report.keys, "period": report.period,
+        "user_scope": report.scope.user or "all",
+        "rows": rows,
+        "totals": {c: _clean(report.totals.get(c)) for c in report.columns},
+        "notes": report.notes, "definitions": report.definitions,
+        "simulated_metrics": bool(report.totals.get("n_simulated")),
+        "empty": report.empty,
+    }
+    if report.empty:
+        out["message"] = report.empty_message()
+    if "jobs" in report.extra:
+        out["idle_jobs"] = [{k: _clean(v) for k, v in r.items()} for r in report.extra["jobs"].to_dict("records")]
+    return out
+
+
+def write(report: Report, fmt: str, output: str | None, *, html_builder=None) -> str | None:
+    """Write the report; returns the text for the terminal (None when written to a file)."""
+    if fmt not in FORMATS:
+        raise InputError(Problem(f"unknown format {fmt!r}", key="--format", hint=f"one of {', '.join(FORMATS)}"))
+    if fmt in BINARY and not output:
+        raise InputError(Problem(f"--format {fmt} writes a file: give -o FILE", key="-o",
+                                 hint=f"e.g. -o report.{fmt}"))
+    if fmt == "parquet":
+        cols = [*report.group_columns, *report.columns]
+        report.table[cols].to_parquet(output, index=False)
+        return None
+    if fmt == "html":
+        assert html_builder is not None
+        Path(output).write_text(html_builder(report), encoding="utf-8")
+        return None
+    if fmt == "json":
+        text = json.dumps(as_dict(report), indent=2, default=str)
+    elif fmt == "csv":
+        cols = [*report.group_columns, *report.columns]
+        header = "".join(f"# {n}\n" for n in report.notes)
+        text = header + report.table[cols].to_csv(index=False, float_format="%.6g")
+    else:
+        text = render_text(report, fmt)
+    if output:
+        Path(output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        return None
+    return text
+

@@ -1,0 +1,155 @@
+"""The report window: --since/--until parsing with explicit time zones, period buckets, and time clipping.
+
+Every report covers a half-open interval [since, until) of epoch seconds (UTC, like the store). Human input
+is read in the report's time zone (--tz, default UTC), and the zone is printed with the result, so "2026-11-01"
+never silently means a different instant on a different machine.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from slurmkit.errors import InputError, Problem
+
+PERIODS = ("day", "week", "month")
+_RELATIVE = re.compile(r"^(\d+)\s*([hdw])$")
+_HINT = ("use a date (2026-11-01), a date and time (2026-11-01T08:00, optionally with +01:00 or Z), "
+         "a span back from now (12h, 30d, 4w), or one of: now, today, yesterday, this-month, last-month")
+
+
+@dataclass(frozen=True)
+class Window:
+    """[since, until) in epoch seconds, with the zone used to read and print it."""
+
+    since: int
+    until: int
+    tz: tzinfo
+    tz_name: str
+
+    @property
+    def seconds(self) -> int:
+        return self.until - self.since
+
+    def fmt(self, epoch: int) -> str:
+        return datetime.fromtimestamp(epoch, self.tz).strftime("%Y-%m-%d %H:%M %Z").strip()
+
+    def describe(self) -> str:
+        return f"{self.fmt(self.since)} to {self.fmt(self.until)} ({self.tz_name})"
+
+
+def clip_seconds(start: int | None, end: int | None, since: int, until: int) -> int:
+    """Seconds of [start, end) inside [since, until): a job across the window edge counts only its inside part."""
+    if start is None or end is None:
+        return 0
+    return max(0, min(end, until) - max(start, since))
+
+
+def resolve_tz(name: str | None) -> tuple[tzinfo, str]:
+    """'UTC' (default), 'local' (this machine's zone) or an IANA name such as Europe/Berlin."""
+    if not name or name.upper() == "UTC":
+        return timezone.utc, "UTC"
+    if name == "local":
+        local = datetime.now().astimezone().tzinfo
+        assert local is not None
+        return local, f"local time, {datetime.now(local).strftime('%Z')}"
+    try:
+        return ZoneInfo(name), name
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise InputError(Problem(f"unknown time zone {name!r}", key="--tz",
+                                 hint="use UTC, local, or an IANA name such as Europe/Berlin")) from exc
+
+
+def _month_start(d: date, tz: tzinfo) -> datetime:
+    return datetime(d.year, d.month, 1, tzinfo=tz)
+
+
+def _add_months(dt: datetime, n: int) -> datetime:
+    month = dt.month - 1 + n
+    return dt.replace(year=dt.year + month // 12, month=month % 12 + 1, day=1)
+
+
+def parse_when(text: str, *, tz: tzinfo, now: datetime, option: str, end: bool = False) -> datetime:
+    """One --since/--until value as an aware datetime. `end` picks the end of named spans (last-month...)."""
+    raw = text.strip()
+    word = raw.lower()
+    today = datetime(now.year, now.month, now.day, tzinfo=tz)
+    if word == "now":
+        return now
+    if word in ("today", "yesterday"):
+        start = today - timedelta(days=1 if word == "yesterday" else 0)
+        return start + timedelta(days=1) if end else start
+    if word in ("this-month", "last-month"):
+        start = _month_start(today.date(), tz)
+        if word == "last-month":
+            start = _add_months(start, -1)
+        return _add_months(start, 1) if end else start
+    m = _RELATIVE.match(word)
+    if m:
+        n, unit = int(m.group(1)), m.group(2)
+        delta = {"h": timedelta(hours=n), "d": timedelta(days=n), "w": timedelta(weeks=n)}[unit]
+        return now - delta
+    try:
+        value = datetime.fromisoformat(raw.replace("Z", "+00:00").replace(" ", "T"))
+    except ValueError as exc:
+        raise InputError(Problem(f"cannot read {raw!r} as a time", key=option, hint=_HINT)) from exc
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=tz)
+    return value
+
+
+def parse_window(since: str | None, until: str | None, *, tz: str | None = None,
+                 now: datetime | None = None) -> Window:
+    """The window from --since/--until (defaults: the last 30 days up to now).
+
+    A bare named span given only as --since ("last-month", "yesterday") also sets --until to its end, so
+    `--since last-month` means the whole previous month.
+    """
+    zone, zone_name = resolve_tz(tz)
+    now = (now or datetime.now(timezone.utc)).astimezone(zone)
+    start = parse_when(since or "30d", tz=zone, now=now, option="--since")
+    if until is None and since and since.strip().lower() in ("last-month", "yesterday"):
+        stop = parse_when(since, tz=zone, now=now, option="--since", end=True)
+    else:
+        stop = parse_when(until or "now", tz=zone, now=now, option="--until", end=True)
+    window = Window(int(start.timestamp()), int(stop.timestamp()), zone, zone_name)
+    if window.until <= window.since:
+        raise InputError(Problem(f"--until ({window.fmt(window.until)}) is not after --since "
+                                 f"({window.fmt(window.since)})", key="--until",
+                                 hint="give an --until later than --since"))
+    return window
+
+
+def periods(window: Window, period: str) -> list[tuple[str, int, int]]:
+    """(label, start, end) buckets covering the window, cut at calendar boundaries in the window's zone.
+
+    Days and months follow the zone's calendar (a DST day has 23 or 25 hours); weeks start on Monday (ISO).
+    The first and last buckets are clipped to the window.
+    """
+    if period not in PERIODS:
+        raise InputError(Problem(f"unknown period {period!r}", key="--by", hint=f"one of {', '.join(PERIODS)}"))
+    tz = window.tz
+    first = datetime.fromtimestamp(window.since, tz)
+    if period == "month":
+        cur = datetime(first.year, first.month, 1, tzinfo=tz)
+    else:
+        cur = datetime(first.year, first.month, first.day, tzinfo=tz)
+        if period == "week":
+            cur -= timedelta(days=cur.weekday())
+    out = []
+    while int(cur.timestamp()) < window.until:
+        if period == "month":
+            nxt = _add_months(cur, 1)
+            label = cur.strftime("%Y-%m")
+        else:
+            step = 7 if period == "week" else 1
+            d = cur.date() + timedelta(days=step)
+            nxt = datetime(d.year, d.month, d.day, tzinfo=tz)  # wall-clock midnight: DST-safe
+            label = cur.strftime("%G-W%V") if period == "week" else cur.strftime("%Y-%m-%d")
+        lo, hi = max(int(cur.timestamp()), window.since), min(int(nxt.timestamp()), window.until)
+        if hi > lo:
+            out.append((label, lo, hi))
+        cur = nxt
+    return out

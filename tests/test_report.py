@@ -1,0 +1,159 @@
+"""Report figures against hand-computed values (scenario in tests/report_store.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from report_store import T0, H, add_gpus, add_job, scenario
+
+from slurmkit.errors import InputError
+from slurmkit.report.build import build
+from slurmkit.report.query import Scope, parse_by
+from slurmkit.report.window import clip_seconds, parse_window
+
+DAY = "--since", "2026-11-01", "--until", "2026-11-02"
+
+
+def window():
+    return parse_window("2026-11-01", "2026-11-02")
+
+
+def rows(rep, key="user"):
+    return {r[key]: r for _, r in rep.table.iterrows()}
+
+
+def test_usage_by_user_hand_computed(tmp_path):
+    rep = build("usage", scenario(tmp_path / "a.db"), window(), ["user"], None, Scope())
+    r = rows(rep)
+    a, b = r["alice"], r["bob"]
+    # alice: job1 4 GPUs x 2 h = 8, job2 1 GPU x 1 h inside the window = 1 -> 9 GPU-h; job5 is outside.
+    assert a["jobs"] == 2 and a["gpu_hours"] == pytest.approx(9.0)
+    # used: job1 (0.8 + 0.8) x 2 h = 3.2, job2 0.5 x 1 h = 0.5 -> 3.7; mean util 3.7 / 9 = 41.11 %
+    assert a["gpu_hours_used"] == pytest.approx(3.7)
+    assert a["mean_util_pct"] == pytest.approx(370 / 9)
+    # wasted: job1 (0.1 + 0.1 + 1 + 1) x 2 h = 4.4, job2 0.5 x 1 h = 0.5 -> 4.9
+    assert a["gpu_hours_wasted"] == pytest.approx(4.9)
+    # job1: 2 idle GPUs while 2 worked -> 2 GPUs, 2 x 2 h = 4 GPU-h
+    assert a["idle_gpus_in_multi"] == 2 and a["idle_gpu_hours_in_multi"] == pytest.approx(4.0)
+    # bob: job3 2 x 3 = 6 (no metrics), job4 run0 1 x 1 + run1 1 x 2 = 3 -> 9 GPU-h, 3 job runs
+    assert b["jobs"] == 3 and b["gpu_hours"] == pytest.approx(9.0)
+    assert b["jobs_no_metrics"] == 1 and b["gpu_hours_unmeasured"] == pytest.approx(6.0)
+    # measured 3 GPU-h all at 100 % -> mean util 100 %, not diluted by the unmeasured job (never 0 %)
+    assert b["mean_util_pct"] == pytest.approx(100.0) and b["grade"] == "A"
+    assert a["grade"] == "C"  # 41 % is in C (30-50 %)
+    # share: 9 / 18 each; queue wait alice (1 + 1) / 2 = 1 h, bob (3 + 1 + 0.5) / 3 = 1.5 h
+    assert a["share_pct"] == pytest.approx(50.0) and b["share_pct"] == pytest.approx(50.0)
+    assert a["mean_wait_h"] == pytest.approx(1.0) and b["mean_wait_h"] == pytest.approx(1.5)
+    assert rep.totals["gpu_hours"] == pytest.approx(18.0) and rep.totals["jobs"] == 5
+    assert a["sources"] == "simulated" and b["sources"] == "nvml"
+    assert any("SIMULATED" in n for n in rep.notes)
+
+
+def test_clip_seconds():
+    # a job 10..20 in window 15..100 counts 5 s; entirely outside counts 0
+    assert clip_seconds(10, 20, 15, 100) == 5
+    assert clip_seconds(10, 20, 30, 100) == 0
+
+
+def test_period_split_counts_each_part_once(tmp_path):
+    from slurmkit.store.db import open_store
+
+    s = open_store(str(tmp_path / "p.db"))
+    # 2 GPUs from day 1 20:00 to day 2 04:00: 4 h x 2 = 8 GPU-h in each day; the job counts once (day 1)
+    add_job(s, 9, user="carol", gpus=2, start=T0 + 20 * H, end=T0 + 28 * H)
+    rep = build("usage", s, parse_window("2026-11-01", "2026-11-03"), ["user"], "day", Scope())
+    got = {r["period"]: (r["jobs"], r["gpu_hours"]) for _, r in rep.table.iterrows()}
+    assert got == {"2026-11-01": (1, pytest.approx(8.0)), "2026-11-02": (0, pytest.approx(8.0))}
+    assert rep.totals["jobs"] == 1 and rep.totals["gpu_hours"] == pytest.approx(16.0)
+
+
+def test_time_zone_is_explicit(tmp_path):
+    # 2026-11-01 in Europe/Berlin (CET, +01:00) starts at T0 - 1 h: job2 (T0-1h .. T0+1h) is fully inside -> 2 GPU-h
+    w = parse_window("2026-11-01", "2026-11-02", tz="Europe/Berlin")
+    assert w.since == T0 - H
+    rep = build("usage", scenario(tmp_path / "a.db"), w, ["user"], None, Scope("alice"))
+    # alice: job1 8 + job2 2 = 10 GPU-h
+    assert rows(rep)["alice"]["gpu_hours"] == pytest.approx(10.0)
+    assert "Europe/Berlin" in rep.notes[0]
+
+
+def test_scope_restricts_to_own_jobs(tmp_path):
+    rep = build("usage", scenario(tmp_path / "a.db"), window(), ["user"], None, Scope("bob"))
+    assert set(rows(rep)) == {"bob"} and any("only your own jobs" in n for n in rep.notes)
+
+
+def test_efficiency_states_thresholds(tmp_path):
+    rep = build("efficiency", scenario(tmp_path / "a.db"), window(), [], None, Scope())
+    assert any("A >= 70 %" in d and "F < 15 %" in d for d in rep.definitions)
+
+
+def test_idle_lists_multi_gpu_job(tmp_path):
+    rep = build("idle", scenario(tmp_path / "a.db"), window(), [], None, Scope())
+    jobs = rep.extra["jobs"]
+    assert list(jobs["job_id"]) == [1] and jobs.iloc[0]["idle_gpus"] == 2
+    assert jobs.iloc[0]["idle_gpu_hours"] == pytest.approx(4.0)  # 2 GPUs x 2 h
+
+
+def test_bad_by_and_window():
+    with pytest.raises(InputError, match="cannot group by"):
+        parse_by(["usr"])
+    with pytest.raises(InputError, match="not after"):
+        parse_window("2026-11-02", "2026-11-01")
+    with pytest.raises(InputError, match="cannot read"):
+        parse_window("yesterdy", None)
+
+
+def test_last_month():
+    from datetime import datetime, timezone
+
+    w = parse_window("last-month", None, now=datetime(2026, 12, 2, 10, tzinfo=timezone.utc))
+    assert (w.since, w.until) == (T0, T0 + 30 * 24 * H)  # November has 30 days
+
+
+def sk(*args):
+    return subprocess.run([str(Path(sys.executable).parent / "sk"), *args], capture_output=True, text=True)
+
+
+def test_cli_json_and_empty(tmp_path):
+    db = tmp_path / "a.db"
+    scenario(db).close()
+    out = sk("report", "usage", *DAY, "--db", str(db), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["totals"]["gpu_hours"] == pytest.approx(18.0) and data["simulated_metrics"] is True
+    empty = sk("report", "usage", "--since", "2025-01-01", "--until", "2025-02-01", "--db", str(db))
+    assert empty.returncode == 0 and "no GPU jobs between 2025-01-01 00:00 UTC and 2025-02-01 00:00 UTC" \
+        in empty.stdout
+    bad = sk("report", "usage", "--by", "usr", "--db", str(db))
+    assert bad.returncode == 2 and "cannot group by" in bad.stderr and "Traceback" not in bad.stderr
+    parquet = sk("report", "usage", *DAY, "--db", str(db), "--format", "parquet")
+    assert parquet.returncode == 2 and "-o FILE" in parquet.stderr
+
+
+def test_cli_job_verdict(tmp_path):
+    db = tmp_path / "a.db"
+    scenario(db).close()
+    out = sk("report", "job", "1", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    assert "2 of 4 GPUs were idle" in out.stdout and "SIMULATED" in out.stdout
+    out = sk("report", "job", "3", "--db", str(db))
+    assert "utilization is unknown" in out.stdout
+    out = sk("report", "job", "777", "--db", str(db))
+    assert out.returncode == 1 and "not in the accounting store" in out.stderr
+
+
+def test_array_tasks_count_per_allocation(tmp_path):
+    from slurmkit.store.db import open_store
+
+    s = open_store(str(tmp_path / "arr.db"))
+    # array 100 with tasks 0..2, own job ids 101..103, each 1 GPU for 1 h -> 3 jobs, 3 GPU-h
+    for task in range(3):
+        add_job(s, 101 + task, user="dave", gpus=1, start=T0, end=T0 + H, array=(100, task))
+        add_gpus(s, 101 + task, [60])
+    rep = build("usage", s, window(), ["user"], None, Scope())
+    d = rows(rep)["dave"]
+    assert d["jobs"] == 3 and d["gpu_hours"] == pytest.approx(3.0) and d["gpu_hours_used"] == pytest.approx(1.8)
