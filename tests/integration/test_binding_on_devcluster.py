@@ -201,6 +201,15 @@ command: [bash, -c, 'trap "echo GOT_USR1 restart=$SLURM_RESTART_COUNT; exit 0" U
     wait_for("START restart=0")
     time.sleep(1)
     subprocess.run(["scancel", "--batch", "--signal=USR1", str(job)], check=True)
+    wait_for("requeueing job")
+    # Slurm holds a requeued batch job back (its BeginTime is pushed into the future); make it eligible now.
+    for _ in range(60):
+        pending = subprocess.run(["squeue", "-h", "-j", str(job), "-o", "%T"], capture_output=True,
+                                 text=True).stdout.strip()
+        if pending == "PENDING":
+            subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
+            break
+        time.sleep(0.5)
     wait_for("START restart=1", timeout=150)  # requeued: same job id, log appended (--open-mode=append)
     text = out.read_text()
     assert "GOT_USR1" in text and "requeueing job" in text  # the program got the signal, then the requeue
