@@ -131,4 +131,4 @@ sk_run() {  # run the step in the background so the trap can run, and wait until
 }
 # Recipe A: one task per GPU (4 per node, 16 CPUs each); --gpu-bind=none keeps all job GPUs visible to every rank.
 # shellcheck disable=SC2016
-sk_run srun --cpu-bind=none --gpu-bind=none --cpus-per-task=16 '--container-image=nvcr.io#nvidia/pytorch:24.05-py3' '--container-mounts=/shared/datasets:/data:ro,/shared/$USER/ckpt:/ckpt' --container-workdir=/workspace bash -c 'sk_bind "$@"' sk_bind python finetune.py --data /data/imagenet --save /ckpt
+sk_run srun --cpu-bind=none --gpu-bind=none --cpus-per-task=16 '--container-image=nvcr.io#nvidia/pytorch:24.05-py3' --container-mounts=/shared/datasets:/data:ro,/shared/ckpt/ngc-finetune:/ckpt --container-workdir=/workspace bash -c 'sk_bind "$@"' sk_bind python finetune.py --data /data/imagenet --save /ckpt
