@@ -10,6 +10,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SK = str(Path(sys.executable).parent / "sk")
 DEVSITE = str(ROOT / "site_config" / "devcluster.yaml")
+# A one-GPU, one-process job; format with name= and cmd= (a bash command without double quotes).
+SPEC = """name: {name}
+launcher: none
+gpus_per_node: 1
+cpus_per_gpu: 1
+mem_per_gpu: 100M
+time: "00:02:00"
+command: [bash, -c, "{cmd}"]
+"""
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
             "DEADLINE"}
 

@@ -8,18 +8,10 @@ import time
 
 import pytest
 
-from tests.integration.jobs import DEVSITE, SK
+from tests.integration.jobs import DEVSITE, SK, SPEC
 
 pytestmark = pytest.mark.integration
 
-SPEC = """name: {name}
-launcher: none
-gpus_per_node: 1
-cpus_per_gpu: 1
-mem_per_gpu: 100M
-time: "00:02:00"
-command: [bash, -c, "{cmd}"]
-"""
 
 
 def _submit(tmp_path, name: str, cmd: str) -> str:

@@ -10,18 +10,10 @@ import pytest
 from slurmkit.backends.cli import CliBackend
 from slurmkit.request import SubmitRequest
 from slurmkit.submission import submit
-from tests.integration.jobs import DEVSITE, SK, wait
+from tests.integration.jobs import DEVSITE, SK, SPEC, wait
 
 pytestmark = pytest.mark.integration
 
-SPEC = """name: {name}
-launcher: none
-gpus_per_node: 1
-cpus_per_gpu: 1
-mem_per_gpu: 100M
-time: "00:02:00"
-command: [bash, -c, "{cmd}"]
-"""
 
 
 def test_submit_two_specs_with_dependency_by_name(tmp_path):
