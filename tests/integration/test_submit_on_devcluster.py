@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import uuid
 
 import pytest
 
@@ -33,7 +34,7 @@ def test_submit_two_specs_with_dependency_by_name(tmp_path):
 
 def test_tag_is_in_the_comment_and_a_retry_reuses_the_job(tmp_path):
     script = "#!/bin/bash\n#SBATCH --time=1\n#SBATCH --gpus-per-node=a100:1\n#SBATCH --mem=100M\nsleep 30\n"
-    req = SubmitRequest(name="tagged", script=script, options={}, tag="test" + tmp_path.name[-8:],
+    req = SubmitRequest(name="tagged", script=script, options={}, tag="test" + uuid.uuid4().hex[:12],
                         workdir=str(tmp_path))
     be = CliBackend()
     first = be.submit(req)
