@@ -1,0 +1,5 @@
+"""Per-job GPU accounting: Slurm hooks -> durable spool -> store (slurmkit/store/ingest.py).
+
+Modules on the hook path (hooks, record, spool, scontrol) import only the standard library: Slurm runs
+jobcomp once per job, one at a time, so click/pydantic/yaml must stay off it.
+"""
