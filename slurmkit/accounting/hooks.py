@@ -67,7 +67,7 @@ def jobcomp(env: dict[str, str]) -> int:
         return 0
     try:
         show = scontrol.show_job(job_id)
-    except Exception as exc:  # noqa: BLE001 - any failure: keep the record from env vars
+    except Exception as exc:
         print(f"sk hook jobcomp: scontrol show job {job_id} failed ({exc}); record flagged", file=sys.stderr)
     rec = jobcomp_record(env, show)
     name = f"job-{rec['cluster']}-{job_id}-{rec['run']}-{time.time_ns()}"
@@ -86,7 +86,7 @@ def main(argv: list[str]) -> int:
         if argv[0] in ("prolog", "epilog"):
             # Node sampler not implemented yet (issue 4): succeed so the node is never drained.
             return 0
-    except Exception as exc:  # noqa: BLE001 - never fail Slurm for a recoverable problem
+    except Exception as exc:
         print(f"sk hook {argv[0]}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 0
     print(f"sk hook: unknown hook {argv[0]!r} (expected jobcomp, prolog or epilog)", file=sys.stderr)
