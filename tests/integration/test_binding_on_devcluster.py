@@ -9,6 +9,7 @@ this machine's real CPUs.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -95,11 +96,15 @@ def test_partial_node_job_binds_to_the_gpus_it_was_given(tmp_path, devcluster):
                              "--mem=1G", "-t", "5", "--wrap", "sleep 60", "-o", "/dev/null"],
                             capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()
     try:
-        for _ in range(60):
-            if subprocess.run(["squeue", "-h", "-j", holder, "-o", "%T"], capture_output=True,
-                              text=True).stdout.strip() == "RUNNING":
+        held_idx = None
+        for _ in range(120):
+            detail = subprocess.run(["scontrol", "show", "job", "-d", holder], capture_output=True, text=True).stdout
+            m = re.search(r"GRES=gpu:a100:2\(IDX:([0-9,-]+)\)", detail)
+            if "JobState=RUNNING" in detail and m:
+                held_idx = set(parse_cpulist(m.group(1)))
                 break
             time.sleep(0.5)
+        assert held_idx, "the holder job did not start"
         job = render_and_sbatch(f"""
 name: partial
 launcher: srun
@@ -114,11 +119,8 @@ command: [bash, -c, {yaml.safe_dump(PRINT).strip()}]
     finally:
         subprocess.run(["scancel", holder])
     ranks = _ranks(tmp_path / f"partial-{job}.out")
-    held = subprocess.run(["sacct", "-n", "-X", "-P", "-j", holder, "-o", "AllocTRES"], capture_output=True,
-                          text=True).stdout
-    assert "gres/gpu=2" in held
     gpus = sorted(int(r["GPU"]) for r in ranks)
-    assert len(gpus) == 2 and not set(gpus) & {0, 1}, gpus  # the holder has GPUs 0 and 1
+    assert len(gpus) == 2 and not set(gpus) & held_idx, (gpus, held_idx)  # not the GPUs the holder job has
     nt = load_site(DEVSITE).node_types["devnode"]
     for r in ranks:
         g = nt.gpu_by_index(int(r["GPU"]))
