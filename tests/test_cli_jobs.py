@@ -102,3 +102,19 @@ def test_dry_run_prints_script_and_submission_command():
     run = sk("submit", str(ROOT / "examples" / "single-gpu.yaml"), "--site", DGX, "--dry-run", "--backend", "cli")
     assert run.returncode == 0, run.stderr
     assert "sbatch" in run.stdout and "#SBATCH --job-name=notebook-eval" in run.stdout
+
+
+def test_site_templates_override_builtin_ones_and_are_listed(tmp_path):
+    import yaml
+
+    site = yaml.safe_load(Path(DGX).read_text())
+    site["templates_dir"] = "templates"
+    (tmp_path / "templates" / "launchers").mkdir(parents=True)
+    (tmp_path / "templates" / "launchers" / "none.sh.j2").write_text(
+        "# site launcher for {{ plan.partition_name }}\n{{ run }}site-wrapper {{ command|words }}\n")
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
+    run = sk("render", str(ROOT / "examples" / "single-gpu.yaml"), "--site", str(tmp_path / "site.yaml"))
+    assert run.returncode == 0, run.stderr
+    assert "\nsite-wrapper python eval.py --checkpoint ckpt/latest.pt\n" in run.stdout
+    listing = sk("templates", "--site", str(tmp_path / "site.yaml")).stdout
+    assert "launchers/none.sh.j2" in listing and "site (overrides built-in)" in listing
