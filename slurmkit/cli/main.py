@@ -20,11 +20,9 @@ COMMANDS = {
     "history": "slurmkit.cli.follow:history",
     # site: config, discovery, checks
     "site": "slurmkit.cli.site:site",
-    "doctor": "slurmkit.cli.doctor:doctor",
     # admin: accounting and reports
     "admin": "slurmkit.cli.admin:admin",
     "report": "slurmkit.cli.report:report",
-    "docs": "slurmkit.cli.docs:docs",
 }
 
 
