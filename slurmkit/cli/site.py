@@ -9,7 +9,7 @@ from slurmkit.cli.common import echo_json, handle_errors, json_option, site_opti
 
 @click.group()
 def site() -> None:
-    """The site configuration: show it, discover a node's topology, check it against Slurm."""
+    """The site configuration slurmkit uses (discover and check come with issue 6)."""
 
 
 @site.command()
