@@ -14,7 +14,6 @@ binding is chosen at run time (the bind step in the script), from the node type'
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +49,6 @@ EXTRA_ALLOWED = {
     "extra-node-info", "mincpus", "oversubscribe", "exclusive-user", "gpu-freq", "cpu-freq", "resv-ports",
     "reboot", "verbose", "quiet", "container", "mem-bind",
 } | PER_TASK_GPU
-_PARAM_REF = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 @dataclass
@@ -327,6 +325,3 @@ def _srun_options(spec: JobSpec, site: Site, cpus_per_task: int, runtime: str) -
             opts.append(f"--container-workdir={spec.container.workdir}")
     return opts
 
-
-def param_refs(text: str) -> list[str]:
-    return _PARAM_REF.findall(text)

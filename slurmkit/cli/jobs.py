@@ -62,10 +62,16 @@ def _placeholder_deps(path: str) -> dict[str, int]:
     """For validate/render alone, dependencies on specs by name get a stand-in id (0) so the rest is checked."""
     from slurmkit.yamlsrc import load
 
-    data = load(path).data.get("dependency") or {}
-    names = {r for refs in data.values() if isinstance(refs, list) for r in refs if isinstance(r, str)
-             and not r.isdigit()} if isinstance(data, dict) else set()
-    return dict.fromkeys(names, 0)
+    return dict.fromkeys(_dependency_names(load(path).data), 0)
+
+
+def _dependency_names(data: dict) -> set[str]:
+    """Names of other specs that a spec's `dependency` refers to (job ids excluded)."""
+    deps = data.get("dependency") or {}
+    if not isinstance(deps, dict):
+        return set()
+    return {r for refs in deps.values() if isinstance(refs, list) for r in refs
+            if isinstance(r, str) and not r.isdigit()}
 
 
 @click.command()
@@ -106,10 +112,7 @@ def _order(specs: tuple[str, ...]) -> list[tuple[str, str]]:
     info = {}
     for path in specs:
         data = load(path).data
-        deps = data.get("dependency") or {}
-        names = {r for refs in deps.values() if isinstance(refs, list) for r in refs
-                 if isinstance(r, str) and not r.isdigit()} if isinstance(deps, dict) else set()
-        info[path] = (str(data.get("name", path)), names)
+        info[path] = (str(data.get("name", path)), _dependency_names(data))
     done: list[tuple[str, str]] = []
     pending = dict(info)
     while pending:
