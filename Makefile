@@ -1,7 +1,8 @@
 # slurmkit developer targets. On a fresh Debian/Ubuntu machine, as root:
 #   make demo   - virtual environment, local Slurm devcluster, submit the 2-node example, show status and logs
 #   make test   - the whole test suite (what .ci/run runs)
-PY ?= python3
+# The system python, not a pyenv under /root (mode 0700): tests run sk as unprivileged users too.
+PY ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 VENV := .venv
 SK := $(VENV)/bin/sk
 SITE := site_config/devcluster.yaml

@@ -118,3 +118,28 @@ def test_site_templates_override_builtin_ones_and_are_listed(tmp_path):
     assert "\nsite-wrapper python eval.py --checkpoint ckpt/latest.pt\n" in run.stdout
     listing = sk("templates", "--site", str(tmp_path / "site.yaml")).stdout
     assert "launchers/none.sh.j2" in listing and "site (overrides built-in)" in listing
+
+
+def test_template_bytecode_cache_is_private_and_an_edited_template_is_recompiled(tmp_path):
+    import yaml
+
+    site = yaml.safe_load(Path(DGX).read_text())
+    site["templates_dir"] = "templates"
+    launcher = tmp_path / "templates" / "launchers" / "none.sh.j2"
+    launcher.parent.mkdir(parents=True)
+    launcher.write_text("{{ run }}first-wrapper {{ command|words }}\n")
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    args = ("render", str(ROOT / "examples" / "single-gpu.yaml"), "--site", str(tmp_path / "site.yaml"))
+    first = sk(*args, env=env)
+    assert first.returncode == 0, first.stderr and "first-wrapper" in first.stdout
+    (cache,) = (tmp_path / "cache" / "slurmkit").iterdir()
+    assert cache.stat().st_mode & 0o777 == 0o700 and any(cache.iterdir())
+    assert sk(*args, env=env).stdout == first.stdout  # from the cache: the same script
+    launcher.write_text("{{ run }}second-wrapper {{ command|words }}\n")
+    again = sk(*args, env=env)
+    assert "second-wrapper" in again.stdout and "first-wrapper" not in again.stdout
+    cache.chmod(0o777)  # a cache others could write is never loaded (loading bytecode runs it)
+    for f in cache.iterdir():
+        f.write_bytes(b"garbage")
+    assert sk(*args, env=env).stdout == again.stdout
