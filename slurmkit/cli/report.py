@@ -74,11 +74,7 @@ def _run(kind: str, since, until, tz, by, fmt, output, db, site_path, **kw) -> N
         rep = build(kind, store, window, keys, period, scope, admin_group=admin_group, **kw)
         html_builder = None
         if fmt == "html":
-            try:
-                from slurmkit.report.html import page
-            except ImportError as exc:  # not written yet (issue 5 is partly done)
-                from slurmkit.errors import InputError
-                raise InputError("--format html is not implemented yet", hint="use --format markdown") from exc
+            from slurmkit.report.html import page
 
             def html_builder(r):
                 return page(r, store)
