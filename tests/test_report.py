@@ -157,3 +157,16 @@ def test_array_tasks_count_per_allocation(tmp_path):
     rep = build("usage", s, window(), ["user"], None, Scope())
     d = rows(rep)["dave"]
     assert d["jobs"] == 3 and d["gpu_hours"] == pytest.approx(3.0) and d["gpu_hours_used"] == pytest.approx(1.8)
+
+
+def test_no_metrics_is_unknown_never_zero(tmp_path):
+    from slurmkit.store.db import open_store
+
+    s = open_store(str(tmp_path / "alloc.db"))
+    add_job(s, 1, user="erin", gpus=2, start=T0, end=T0 + 3 * H)  # allocation only, as from sacct
+    rep = build("usage", s, window(), ["user"], None, Scope())
+    e = rows(rep)["erin"]
+    assert e["gpu_hours"] == pytest.approx(6.0) and e["jobs_no_metrics"] == 1
+    for col in ("gpu_hours_used", "mean_util_pct", "gpu_hours_wasted", "idle_gpus_in_multi"):
+        assert e[col] != e[col], col  # NaN: unknown, printed "-" and JSON null
+    assert e["grade"] == "n/a" and rep.totals["jobs"] == 1 and isinstance(rep.totals["jobs"], int)

@@ -27,12 +27,13 @@ def ingest_cmd(site_path: str | None, spool_dir: str | None, store_url: str | No
     from slurmkit.store.db import open_store
     from slurmkit.store.ingest import ingest
 
-    if not (spool_dir and store_url):
+    group = None  # a store created from explicit paths only is readable by its owner alone
+    if not (spool_dir and store_url) or site_path:
         from slurmkit.site import resolve_site
 
         acc = resolve_site(site_path).accounting
-        spool_dir, store_url = spool_dir or acc.spool_dir, store_url or acc.store
-    with open_store(store_url) as store:
+        spool_dir, store_url, group = spool_dir or acc.spool_dir, store_url or acc.store, acc.admin_group
+    with open_store(store_url, group=group) as store:
         res = ingest(store, spool_dir)
     if as_json:
         echo_json(vars(res))

@@ -18,6 +18,7 @@ import grp
 import os
 import pwd
 import sqlite3
+import time
 from pathlib import Path
 
 from slurmkit.errors import StoreError
@@ -64,8 +65,71 @@ def open_readonly(url: str, admin_group: str) -> Store:
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
         conn.execute("SELECT 1 FROM jobs LIMIT 1").fetchall()
+        return Store(str(path), "sqlite", conn)
     except sqlite3.Error as exc:
+        if not Path(f"{path}-wal").exists():
+            return _open_snapshot(path)
         raise StoreError(f"cannot read the accounting store {path}: {exc}",
-                         hint="a WAL store also needs its -wal/-shm files and directory readable by the group") \
-            from exc
-    return Store(str(path), "sqlite", conn)
+                         hint="while a writer holds it, a WAL store's -wal/-shm files must be readable by the "
+                              "admin group") from exc
+
+
+def _file_state(path: Path) -> tuple[int, int, int, bool]:
+    st = path.stat()
+    return st.st_ino, st.st_size, st.st_mtime_ns, Path(f"{path}-wal").exists()
+
+
+class SnapshotStore(Store):
+    """A WAL store read by someone who may not write next to it (an admin-group member, file mode 0640).
+
+    SQLite (3.22+) opens a WAL database read-only only if its -wal and -shm files exist or can be created; once
+    the last writer closes they are gone, and a reader without write access to the directory cannot recreate
+    them. With no -wal file the main file holds every committed transaction, so it can be read as
+    `immutable=1` (no locks, no -shm). A writer may start meanwhile: it changes the main file only when it
+    checkpoints, and only while a -wal exists, so every query checks the file is unchanged and no -wal appeared
+    between before and after it; otherwise the read is discarded and retried on a fresh snapshot.
+    """
+
+    RETRIES = 5
+
+    def execute(self, text: str, params: tuple | list = ()) -> _Rows:
+        for _ in range(self.RETRIES):
+            before = _file_state(Path(self.url))
+            if not before[3]:
+                cur = self.conn.cursor()
+                cur.execute(text, params)
+                rows = cur.fetchall()
+                if _file_state(Path(self.url)) == before:
+                    return _Rows(cur.description, rows)
+            self.conn.close()
+            time.sleep(0.2)
+            self.conn = _immutable(Path(self.url))
+        raise StoreError(f"the accounting store {self.url} kept changing while it was read (an ingest is running)",
+                         hint="rerun the report in a moment")
+
+
+class _Rows:
+    """The fetched result of one SnapshotStore query (a cursor's description/fetchone/fetchall)."""
+
+    def __init__(self, description, rows: list) -> None:
+        self.description, self._rows = description, rows
+
+    def fetchall(self) -> list:
+        rows, self._rows = self._rows, []
+        return rows
+
+    def fetchone(self):
+        return self._rows.pop(0) if self._rows else None
+
+
+def _immutable(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, isolation_level=None)
+
+
+def _open_snapshot(path: Path) -> Store:
+    try:
+        store = SnapshotStore(str(path), "sqlite", _immutable(path))
+        store.execute("SELECT 1 FROM jobs LIMIT 1")
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the accounting store {path}: {exc}") from exc
+    return store

@@ -17,6 +17,9 @@ ADDITIVE = ["jobs", "gpu_hours", "gpu_hours_measured", "gpu_hours_used", "gpu_ho
             "idle_gpus_in_multi", "idle_gpu_hours_in_multi", "jobs_no_metrics", "wait_s_sum", "wait_n",
             *(f"n_{s}" for s in SOURCES)]
 
+NEED_METRICS = ["gpu_hours_used", "gpu_hours_wasted", "idle_gpus_in_multi", "idle_gpu_hours_in_multi"]
+COUNTS = ["jobs", "jobs_no_metrics", "wait_n", *(f"n_{s}" for s in SOURCES)]
+
 SIMULATED_BANNER = ("WARNING: some or all GPU metrics in this report are SIMULATED (metric source 'simulated'), "
                     "not measured on real GPUs; utilization and waste figures are not real.")
 
@@ -55,6 +58,9 @@ def derive(df):
 
     df = df.copy()
     measured = df["gpu_hours_measured"].where(df["gpu_hours_measured"] > 0)
+    # Figures that need GPU metrics are unknown (NaN, printed "-", JSON null) where nothing was measured: never 0.
+    for col in NEED_METRICS:
+        df[col] = df[col].astype(float).where(measured.notna())
     df["mean_util_pct"] = df["gpu_hours_used"] / measured * 100
     df["waste_pct"] = df["gpu_hours_wasted"] / measured * 100
     df["gpu_hours_unmeasured"] = (df["gpu_hours"] - df["gpu_hours_measured"]).clip(lower=0)
@@ -75,7 +81,11 @@ def _totals(df) -> dict[str, Any]:
     sums = df[ADDITIVE].sum() if len(df) else pd.Series(0, index=ADDITIVE)
     one = pd.DataFrame([sums])
     one["wait_s_max"] = df["wait_s_max"].max() if len(df) else None
+    one[COUNTS] = one[COUNTS].astype(int)
     row = derive(one).iloc[0].to_dict()
+    row.update({c: int(row[c]) for c in COUNTS})
+    if row["idle_gpus_in_multi"] == row["idle_gpus_in_multi"]:  # not NaN
+        row["idle_gpus_in_multi"] = int(row["idle_gpus_in_multi"])
     row["share_pct"] = 100.0 if row["gpu_hours"] > 0 else None
     return row
 

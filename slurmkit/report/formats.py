@@ -122,6 +122,14 @@ def as_dict(report: Report) -> dict[str, Any]:
 
 def write(report: Report, fmt: str, output: str | None, *, html_builder=None) -> str | None:
     """Write the report; returns the text for the terminal (None when written to a file)."""
+    try:
+        return _write(report, fmt, output, html_builder)
+    except OSError as exc:
+        raise InputError(Problem(f"cannot write the report to {output}: {exc.strerror or exc}", key="-o",
+                                 hint="give a path in a directory you can write to")) from exc
+
+
+def _write(report: Report, fmt: str, output: str | None, html_builder) -> str | None:
     if fmt not in FORMATS:
         raise InputError(Problem(f"unknown format {fmt!r}", key="--format", hint=f"one of {', '.join(FORMATS)}"))
     if fmt in BINARY and not output:

@@ -47,10 +47,13 @@ def is_postgres(url: str) -> bool:
     return url.startswith(("postgresql://", "postgres://"))
 
 
-def open_store(url: str, *, migrate: bool = True, timeout_s: float = 30.0, create_mode: int = 0o640) -> Store:
+def open_store(url: str, *, migrate: bool = True, timeout_s: float = 30.0, create_mode: int = 0o640,
+               group: str | None = None) -> Store:
     """Open (and by default migrate) the store at `url`: a SQLite path or a postgresql:// URL.
 
-    A new SQLite file is created with `create_mode` (not world-readable: job records are private).
+    A new SQLite file is created with exactly `create_mode` (not world-readable: job records are private) and,
+    given `group` (the site's accounting.admin_group), owned by that group, so admins read it and nobody else
+    does. SQLite gives its -wal/-shm files the database file's mode and owner.
     """
     try:
         if is_postgres(url):
@@ -64,8 +67,13 @@ def open_store(url: str, *, migrate: bool = True, timeout_s: float = 30.0, creat
             path = Path(url).expanduser()
             path.parent.mkdir(parents=True, exist_ok=True)
             if not path.exists():
+                gid = _group_id(group) if group else -1
                 fd = os.open(path, os.O_CREAT | os.O_WRONLY, create_mode)
-                os.close(fd)
+                try:
+                    os.fchown(fd, -1, gid)
+                    os.fchmod(fd, create_mode)  # the umask must not narrow (077) or widen it
+                finally:
+                    os.close(fd)
             conn = sqlite3.connect(str(path), timeout=timeout_s, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -77,6 +85,16 @@ def open_store(url: str, *, migrate: bool = True, timeout_s: float = 30.0, creat
     if migrate:
         apply_migrations(store)
     return store
+
+
+def _group_id(name: str) -> int:
+    import grp
+
+    try:
+        return grp.getgrnam(name).gr_gid
+    except KeyError:
+        raise StoreError(f"the admin group {name!r} (site accounting.admin_group) does not exist",
+                         hint=f"create it (groupadd {name}) or name an existing group in the site config") from None
 
 
 def migrations() -> list[tuple[int, str]]:
