@@ -170,3 +170,24 @@ def test_no_metrics_is_unknown_never_zero(tmp_path):
     for col in ("gpu_hours_used", "mean_util_pct", "gpu_hours_wasted", "idle_gpus_in_multi"):
         assert e[col] != e[col], col  # NaN: unknown, printed "-" and JSON null
     assert e["grade"] == "n/a" and rep.totals["jobs"] == 1 and isinstance(rep.totals["jobs"], int)
+
+
+def test_snapshot_reader_never_reads_under_a_writer(tmp_path):
+    """The admin-group reader of a closed WAL store (access.SnapshotStore): a query while a writer is active
+    is refused (retried, then a clear error); after the writer closed, it reopens and sees the new rows."""
+    from slurmkit.errors import StoreError
+    from slurmkit.report.access import SnapshotStore, _open_snapshot
+    from slurmkit.store.db import open_store
+
+    db = tmp_path / "s.db"
+    with open_store(str(db)) as s:
+        add_job(s, 1, user="alice", start=T0, end=T0 + H)
+    snap = _open_snapshot(db)
+    assert isinstance(snap, SnapshotStore) and snap.execute("SELECT COUNT(*) FROM jobs").fetchone() == (1,)
+    writer = open_store(str(db))
+    add_job(writer, 2, user="bob", start=T0, end=T0 + H)  # committed into the -wal; the main file is stale
+    snap.RETRIES = 2
+    with pytest.raises(StoreError, match="kept changing"):
+        snap.execute("SELECT COUNT(*) FROM jobs")
+    writer.close()  # last connection: checkpoint into the main file, -wal removed
+    assert snap.execute("SELECT COUNT(*) FROM jobs").fetchone() == (2,)
