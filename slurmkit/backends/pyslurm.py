@@ -1,0 +1,240 @@
+"""The pyslurm backend: submit, look up, cancel through pyslurm's bindings to libslurm (no fork/exec of sbatch).
+
+pyslurm 25.11 needs a Slurm 25.11 installation (it links against that release's libslurm); pyslurm's version is
+"<Slurm major>.<Slurm minor>.<pyslurm patch>" (pyslurm/version.py: "24.5.1" is built for Slurm 24.05), so a
+pyslurm only works with the Slurm series it was built for. No Slurm 25.11 can be installed on slurmkit's
+development machines (Debian 12 ships 22.05), so this backend is tested against a FAKE `pyslurm` module that
+implements exactly the documented signatures (tests/test_backend_pyslurm.py); it has never run against a real
+libslurm. Auto-detection (`backend: auto`) picks it only when pyslurm imports AND its series matches the running
+Slurm (`sinfo -V`); otherwise the cli backend is used, which works with every Slurm.
+
+The interface used, from pyslurm's documentation and source:
+- https://pyslurm.github.io/24.11/reference/jobsubmitdescription  (the 25.11 reference has the same layout:
+  https://pyslurm.github.io/25.11/reference/jobsubmitdescription): `JobSubmitDescription(**kwargs)` sets any
+  documented attribute (name, account, partitions, qos, nodes, ntasks, ntasks_per_node, cpus_per_task,
+  gres_per_node — also for --gpus-per-node —, memory_per_gpu, time_limit, working_directory, standard_output,
+  standard_error, array, dependencies, signal "B:USR1@60", is_requeueable, log_files_open_mode, comment,
+  script (path or content), environment ...); `.submit() -> int` job id, raising `pyslurm.RPCError`.
+- https://pyslurm.github.io/24.11/reference/job: `pyslurm.Job.load(job_id)` (staticmethod, RPCError when
+  unknown), `pyslurm.Jobs.load(preload_passwd_info=False, frozen=False)` (a collection; `.values()` are Jobs),
+  `Job(job_id).cancel()`; Job attributes id, name, user_name, state, state_reason, exit_code, exit_code_signal,
+  partition, allocated_nodes, run_time (s), standard_output, standard_error, comment, array_id, array_task_id.
+- https://github.com/PySlurm/pyslurm/blob/main/pyslurm/core/job/submission.pyx (`_set_signal`, `_set_script`,
+  `_validate_options`: cpus_per_gpu and cpus_per_task are mutually exclusive, a script must start with "#!").
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from slurmkit.backends.base import Backend
+from slurmkit.backends.cli import _error
+from slurmkit.errors import BackendUnavailable, InputError, JobNotFound, Problem
+from slurmkit.job import JobInfo
+from slurmkit.request import SubmitRequest, SubmitResult
+
+NEEDS_SLURM = (25, 11)  # the pyslurm series slurmkit's extra pins (pyproject: pyslurm>=25.11,<25.12)
+
+
+def _flag(v: str | None) -> bool:
+    return True if v is None else str(v).lower() not in ("no", "0", "false")
+
+
+def _same(v: str | None) -> str | None:
+    return v
+
+
+# sbatch long option -> (JobSubmitDescription attribute, converter).
+_OPTIONS: dict[str, tuple[str, Callable[[str | None], Any]]] = {
+    "job-name": ("name", _same), "partition": ("partitions", _same), "account": ("account", _same),
+    "qos": ("qos", _same), "nodes": ("nodes", _same), "ntasks": ("ntasks", int),
+    "ntasks-per-node": ("ntasks_per_node", int), "cpus-per-task": ("cpus_per_task", int),
+    "cpus-per-gpu": ("cpus_per_gpu", int), "gpus": ("gpus", _same),
+    # pyslurm has no gpus_per_node: its docs say to use gres_per_node ("gpu:a100:8") for --gpus-per-node.
+    "gpus-per-node": ("gres_per_node", lambda v: f"gpu:{v}"), "gres": ("gres_per_node", _same),
+    "gpus-per-task": ("gpus_per_task", _same), "gpus-per-socket": ("gpus_per_socket", _same),
+    "ntasks-per-gpu": ("ntasks_per_gpu", int), "mem": ("memory_per_node", _same),
+    "mem-per-cpu": ("memory_per_cpu", _same), "mem-per-gpu": ("memory_per_gpu", _same),
+    "time": ("time_limit", _same), "time-min": ("time_limit_min", _same),
+    "chdir": ("working_directory", _same), "output": ("standard_output", _same),
+    "error": ("standard_error", _same), "input": ("standard_in", _same), "array": ("array", _same),
+    "dependency": ("dependencies", _same), "signal": ("signal", _same),
+    "requeue": ("is_requeueable", lambda v: True), "no-requeue": ("is_requeueable", lambda v: False),
+    "open-mode": ("log_files_open_mode", _same), "mail-user": ("mail_user", _same),
+    "mail-type": ("mail_types", _same),
+    "exclusive": ("resource_sharing", lambda v: "exclusive" if v is None else str(v)),
+    "exclusive-user": ("resource_sharing", lambda v: "user"),
+    "oversubscribe": ("resource_sharing", lambda v: "oversubscribe"),
+    "constraint": ("constraints", _same), "reservation": ("reservations", _same), "nice": ("nice", int),
+    "begin": ("begin_time", _same), "deadline": ("deadline", _same), "licenses": ("licenses", _same),
+    "exclude": ("excluded_nodes", _same), "nodelist": ("required_nodes", _same), "switches": ("switches", _same),
+    "network": ("network", _same), "tmp": ("temporary_disk_per_node", _same), "wckey": ("wckey", _same),
+    "priority": ("priority", int), "hold": ("priority", lambda v: 0),  # pyslurm: priority 0 == sbatch --hold
+    "kill-on-invalid-dep": ("kill_on_invalid_dependency", _flag), "gres-flags": ("gres_binding", _same),
+    "acctg-freq": ("accounting_gather_frequency", _same), "core-spec": ("cores_reserved_for_system", int),
+    "thread-spec": ("threads_reserved_for_system", int), "mcs-label": ("mcs_label", _same),
+    "clusters": ("clusters", _same), "uid": ("user_id", _same), "gid": ("group_id", _same),
+    "get-user-env": ("get_user_environment", _flag), "spread-job": ("spreads_over_nodes", _flag),
+    "use-min-nodes": ("use_min_nodes", _flag), "delay-boot": ("delay_boot_time", _same),
+    "cluster-constraint": ("cluster_constraints", _same), "sockets-per-node": ("sockets_per_node", int),
+    "threads-per-core": ("threads_per_core", int), "cores-per-socket": ("cores_per_socket", int),
+    "distribution": ("distribution", _same), "ntasks-per-core": ("ntasks_per_core", int),
+    "ntasks-per-socket": ("ntasks_per_socket", int), "mincpus": ("min_cpus_per_node", int),
+    "container": ("container", _same), "gpu-bind": ("gpu_binding", _same), "reboot": ("requires_node_reboot", _flag),
+    "profile": ("profile_types", _same),
+}
+
+
+def description_kwargs(request: SubmitRequest, environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """JobSubmitDescription keyword arguments for a request (the tag goes into the job comment)."""
+    kwargs: dict[str, Any] = {}
+    problems = []
+    for key, value in request.options.items():
+        if key not in _OPTIONS:
+            problems.append(Problem(f"--{key} has no pyslurm JobSubmitDescription attribute",
+                                    key=f"sbatch_extra.{key}", hint="use --backend cli, or drop the option"))
+            continue
+        attr, convert = _OPTIONS[key]
+        try:
+            kwargs[attr] = convert(value)
+        except ValueError as exc:
+            problems.append(Problem(f"--{key}={value}: {exc}", key=key))
+    if problems:
+        raise InputError(problems)
+    kwargs["comment"] = f"sk:{request.tag}"
+    kwargs["script"] = request.script
+    kwargs.setdefault("working_directory", request.workdir)
+    if request.environment:
+        # pyslurm's dict form exports only SLURM_* plus the dict; sbatch's default is everything (--export=ALL).
+        env = {k: v for k, v in (os.environ if environ is None else environ).items() if not k.startswith("SLURM_")}
+        kwargs["environment"] = {**env, **request.environment}
+    return kwargs
+
+
+def _series(text: str) -> tuple[int, int] | None:
+    """'slurm 25.11.2' / '25.11.2' / '24.5.1' -> (25, 11) / (25, 11) / (24, 5)."""
+    m = re.search(r"(\d+)\.(\d+)", text or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _sinfo_version() -> str | None:
+    try:
+        out = subprocess.run(["sinfo", "-V"], capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+@dataclass
+class Detection:
+    usable: bool
+    reason: str
+    pyslurm_version: str | None = None
+    slurm_version: str | None = None
+
+
+def detect(*, find_spec: Callable = importlib.util.find_spec, import_module: Callable = importlib.import_module,
+           slurm_version: Callable[[], str | None] = _sinfo_version) -> Detection:
+    """Can the pyslurm backend be used here? (find_spec first: no import, no subprocess when it is absent.)"""
+    if find_spec("pyslurm") is None:
+        return Detection(False, "pyslurm is not installed")
+    try:
+        mod = import_module("pyslurm")
+    except Exception as exc:  # ImportError, or libslurm missing/mismatched (OSError from the dynamic loader)
+        return Detection(False, f"pyslurm does not import: {exc}")
+    pv = str(getattr(mod, "__version__", ""))
+    sv = slurm_version()
+    if sv is None:
+        return Detection(False, "sinfo -V failed: cannot tell which Slurm is running", pv)
+    if _series(pv) is None or _series(pv) != _series(sv):
+        return Detection(False, f"pyslurm {pv} is built for Slurm {'.'.join(map(str, _series(pv) or ()))}, "
+                         f"but the running Slurm is {sv}", pv, sv)
+    return Detection(True, f"pyslurm {pv} matches {sv}", pv, sv)
+
+
+def _job_info(job: Any) -> JobInfo:
+    jid = str(job.id)
+    if job.array_id and job.array_task_id is not None:
+        jid = f"{job.array_id}_{job.array_task_id}"
+    secs = int(job.run_time or 0)
+    h, rem = divmod(secs, 3600)
+    elapsed = f"{h:02d}:{rem // 60:02d}:{rem % 60:02d}"
+    return JobInfo(jid, job.name or "", job.user_name or "", job.state or "", job.state_reason or "",
+                   f"{job.exit_code or 0}:{job.exit_code_signal or 0}", job.partition or "",
+                   job.allocated_nodes or "", elapsed, job.standard_output or None, job.standard_error or None,
+                   job.comment or None)
+
+
+class PyslurmBackend(Backend):
+    name = "pyslurm"
+
+    def __init__(self, module: Any = None):
+        self._module = module
+
+    @property
+    def pyslurm(self) -> Any:
+        if self._module is None:
+            try:
+                self._module = importlib.import_module("pyslurm")
+            except Exception as exc:
+                raise BackendUnavailable(f"pyslurm does not import: {exc}",
+                                         hint="pyslurm 25.11 needs Slurm 25.11; use --backend cli") from exc
+        return self._module
+
+    def _rpc(self, exc: Exception) -> Exception:
+        # pyslurm.RPCError carries Slurm's own message (slurm_strerror), the same text sbatch prints.
+        return _error(str(exc))
+
+    def describe(self, request: SubmitRequest, *, test_only: bool = False) -> str:
+        kwargs = description_kwargs(request)
+        kwargs["script"] = "<the script below>"
+        return f"pyslurm.JobSubmitDescription(**{kwargs!r}).submit()"
+
+    def submit(self, request: SubmitRequest, *, test_only: bool = False) -> SubmitResult:
+        if test_only:
+            raise InputError(Problem("pyslurm has no --test-only submission", key="--test-only",
+                                     hint="use --backend cli --test-only"))
+        ps = self.pyslurm
+        try:
+            desc = ps.JobSubmitDescription(**description_kwargs(request))
+            job_id = desc.submit()
+        except ps.RPCError as exc:
+            raise self._rpc(exc) from exc
+        except (ValueError, TypeError) as exc:  # pyslurm validates before the RPC (e.g. exclusive options)
+            raise InputError(Problem(f"pyslurm refused the job description: {exc}")) from exc
+        return SubmitResult(job_id=int(job_id), backend=self.name)
+
+    def find_by_tag(self, tag: str) -> int | None:
+        ps = self.pyslurm
+        try:
+            jobs = ps.Jobs.load()
+        except ps.RPCError as exc:
+            raise self._rpc(exc) from exc
+        for job in jobs.values():
+            if job.comment == f"sk:{tag}":
+                return int(job.array_id or job.id)
+        return None
+
+    def status(self, job_id: int) -> list[JobInfo]:
+        ps = self.pyslurm
+        try:
+            return [_job_info(ps.Job.load(int(job_id)))]
+        except ps.RPCError as exc:
+            if "Invalid job id" in str(exc):
+                raise JobNotFound(f"Slurm knows no job {job_id}", hint="see your jobs with: sk history") from exc
+            raise self._rpc(exc) from exc
+
+    def cancel(self, ids: list[int]) -> None:
+        ps = self.pyslurm
+        for job_id in ids:
+            try:
+                ps.Job(int(job_id)).cancel()
+            except ps.RPCError as exc:
+                raise self._rpc(exc) from exc
