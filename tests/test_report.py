@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from report_store import T0, H, add_gpus, add_job, scenario
+from report_store import T0, H, add_gpus, add_job, check_scenario_by_user, scenario
 
 from slurmkit.errors import InputError
 from slurmkit.report.build import build
@@ -27,30 +27,7 @@ def rows(rep, key="user"):
 
 
 def test_usage_by_user_hand_computed(tmp_path):
-    rep = build("usage", scenario(tmp_path / "a.db"), window(), ["user"], None, Scope())
-    r = rows(rep)
-    a, b = r["alice"], r["bob"]
-    # alice: job1 4 GPUs x 2 h = 8, job2 1 GPU x 1 h inside the window = 1 -> 9 GPU-h; job5 is outside.
-    assert a["jobs"] == 2 and a["gpu_hours"] == pytest.approx(9.0)
-    # used: job1 (0.8 + 0.8) x 2 h = 3.2, job2 0.5 x 1 h = 0.5 -> 3.7; mean util 3.7 / 9 = 41.11 %
-    assert a["gpu_hours_used"] == pytest.approx(3.7)
-    assert a["mean_util_pct"] == pytest.approx(370 / 9)
-    # wasted: job1 (0.1 + 0.1 + 1 + 1) x 2 h = 4.4, job2 0.5 x 1 h = 0.5 -> 4.9
-    assert a["gpu_hours_wasted"] == pytest.approx(4.9)
-    # job1: 2 idle GPUs while 2 worked -> 2 GPUs, 2 x 2 h = 4 GPU-h
-    assert a["idle_gpus_in_multi"] == 2 and a["idle_gpu_hours_in_multi"] == pytest.approx(4.0)
-    # bob: job3 2 x 3 = 6 (no metrics), job4 run0 1 x 1 + run1 1 x 2 = 3 -> 9 GPU-h, 3 job runs
-    assert b["jobs"] == 3 and b["gpu_hours"] == pytest.approx(9.0)
-    assert b["jobs_no_metrics"] == 1 and b["gpu_hours_unmeasured"] == pytest.approx(6.0)
-    # measured 3 GPU-h all at 100 % -> mean util 100 %, not diluted by the unmeasured job (never 0 %)
-    assert b["mean_util_pct"] == pytest.approx(100.0) and b["grade"] == "A"
-    assert a["grade"] == "C"  # 41 % is in C (30-50 %)
-    # share: 9 / 18 each; queue wait alice (1 + 1) / 2 = 1 h, bob (3 + 1 + 0.5) / 3 = 1.5 h
-    assert a["share_pct"] == pytest.approx(50.0) and b["share_pct"] == pytest.approx(50.0)
-    assert a["mean_wait_h"] == pytest.approx(1.0) and b["mean_wait_h"] == pytest.approx(1.5)
-    assert rep.totals["gpu_hours"] == pytest.approx(18.0) and rep.totals["jobs"] == 5
-    assert a["sources"] == "simulated" and b["sources"] == "nvml"
-    assert any("SIMULATED" in n for n in rep.notes)
+    check_scenario_by_user(build("usage", scenario(tmp_path / "a.db"), window(), ["user"], None, Scope()))
 
 
 def test_clip_seconds():

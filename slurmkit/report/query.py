@@ -102,7 +102,8 @@ def aggregate_sql(window: Window, keys: list[str], period: str | None, scope: Sc
     params: list[Any] = [x for b in buckets for x in b]
     g_sql, g_params = _per_job_gpus(idle_pct)
     params += g_params
-    key_cols = [f"COALESCE({KEYS[k]}, '(none)') AS {k}" for k in keys]
+    # Quoted: "user" is a reserved word in PostgreSQL (bare, it means CURRENT_USER, the database role).
+    key_cols = [f"COALESCE({KEYS[k]}, '(none)') AS \"{k}\"" for k in keys]
     seconds = _clip("j.start_time", "j.end_time", "p.ps", "p.pe")
     # Count a job (and its wait and GPU counts) once: in the period it started in, or the first period.
     first = "(CASE WHEN j.start_time >= p.ps OR p.ps = ? THEN 1 ELSE 0 END)"
@@ -128,7 +129,7 @@ def aggregate_sql(window: Window, keys: list[str], period: str | None, scope: Sc
       AND j.start_time < p.pe AND j.end_time > p.ps{scope_sql}
 )"""
     params += [window.since, window.until, window.since, *scope_params]
-    group = [*keys, "period"]
+    group = [*(f'"{k}"' for k in keys), "period"]
     f = "CAST({} AS DOUBLE PRECISION)"
     sql = f"""WITH p(period, ps, pe) AS (VALUES {values}),
 {g_sql},
@@ -166,7 +167,7 @@ def idle_jobs_sql(window: Window, scope: Scope, limit: int, idle_pct: float = ID
     scope_sql, scope_params = _scope_sql(scope)
     sql = f"""WITH {g_sql}
 SELECT j.cluster, j.job_id, j.run, j.array_job_id, j.array_task_id, j.job_name,
-       COALESCE(j.user_name, '(none)') AS user, COALESCE(j.account, '(none)') AS account,
+       COALESCE(j.user_name, '(none)') AS "user", COALESCE(j.account, '(none)') AS account,
        COALESCE(j.partition, '(none)') AS partition, j.gpus, g.n_gpu AS gpus_measured, g.n_idle AS idle_gpus,
        CAST({seconds} AS DOUBLE PRECISION) / 3600 AS hours,
        CAST(g.n_idle * {seconds} AS DOUBLE PRECISION) / 3600 AS idle_gpu_hours,
