@@ -33,6 +33,7 @@ golden: venv
 
 bench: venv
 	$(VENV)/bin/python bench/render.py
+	$(VENV)/bin/python bench/submit.py
 
 demo: venv up
 	mkdir -p /tmp/sk-demo

@@ -1,0 +1,179 @@
+"""Submission latency on the devcluster: slurmkit's backends against plain sbatch, measured in one run.
+
+Everything runs as the unprivileged devcluster user (default alice) because the rest backend can only reach
+slurmrestd over that user's own socket (rest_auth/local); the baselines run as the same user the same way.
+Every job is submitted held (--hold) so nothing runs on the shared cluster, is named be-bench-*, and is cancelled
+at the end. Rows (median of --runs, interleaved round-robin so drift hits every row alike):
+
+  in-process (one Python process, the backend call only):
+    sbatch --wrap (subprocess)      baseline: raw `sbatch --parsable --hold --wrap true`
+    sbatch < script (subprocess)    the same pre-rendered script the backends submit, on stdin
+    CliBackend.submit               slurmkit's cli backend (sbatch + the tag comment)
+    RestBackend.submit              slurmkit's rest backend (one POST over the unix socket)
+  whole command (fresh process each time):
+    sk submit --backend cli / rest  spec -> plan -> render -> submit, interpreter start-up included
+  sweep (--sweep N, 0 skips): `sk submit` of an N-task array spec vs N separate `sbatch` calls.
+
+    .venv/bin/python bench/submit.py [--runs 15] [--sweep 1000] [--user alice]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pwd
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+SK = str(Path(PY).parent / "sk")
+SITE = str(ROOT / "site_config" / "devcluster.yaml")
+SOCKET = "unix:/run/slurmkit-devcluster/rest-{user}.sock"
+
+SPEC = """name: be-bench-{kind}
+launcher: none
+gpus_per_node: 1
+cpus_per_gpu: 1
+mem_per_gpu: 100M
+time: "00:02:00"
+sbatch_extra: {{hold: null}}
+command: [bash, -c, "true"]
+"""
+SWEEP = SPEC.replace("command:", "array: {{grid: {{i: [{values}]}}}}\ncommand:")
+
+# Runs as the bench user: times the backend calls in one process and prints the samples (ms) as JSON.
+IN_PROCESS = r"""
+import json, subprocess, sys, time
+from slurmkit.backends.cli import CliBackend
+from slurmkit.backends.rest import RestBackend
+from slurmkit.plan import make_plan
+from slurmkit.render import build_request, render
+from slurmkit.site import load_site
+from slurmkit.spec import load_spec
+
+spec_path, site_path, url, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+site = load_site(site_path)
+spec, src = load_spec(spec_path, [])
+plan = make_plan(spec, site, src, {})
+script = render(plan)
+cli, rest = CliBackend(), RestBackend(url)
+
+def sbatch(argv, stdin=None):
+    out = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=True).stdout
+    return int(out.strip().split(";")[0])
+
+cases = {
+    "sbatch --wrap (subprocess)": lambda: sbatch(["sbatch", "--parsable", "--hold", "-J", "be-bench-wrap",
+                                                   "--gpus-per-node=a100:1", "--mem-per-gpu=100M", "-t", "2",
+                                                   "--wrap", "true"]),
+    "sbatch < script (subprocess)": lambda: sbatch(["sbatch", "--parsable"], script),
+    "CliBackend.submit": lambda: cli.submit(build_request(plan, script)).job_id,
+    "RestBackend.submit": lambda: rest.submit(build_request(plan, script)).job_id,
+}
+samples = {k: [] for k in cases}
+ids = []
+for name, fn in cases.items():  # warm-up (imports, page cache, first connection)
+    ids.append(fn())
+for _ in range(runs):
+    for name, fn in cases.items():
+        t = time.perf_counter()
+        ids.append(fn())
+        samples[name].append((time.perf_counter() - t) * 1000)
+print(json.dumps({"samples": samples, "ids": ids}))
+"""
+
+
+def as_user(user: str, cmd: list[str], env: dict[str, str], cwd: str | None = None) -> subprocess.CompletedProcess:
+    clean = ["env", "-i", *(f"{k}={v}" for k, v in env.items())]
+    return subprocess.run(["runuser", "-u", user, "--", *clean, *cmd], capture_output=True, text=True, cwd=cwd,
+                          check=True)
+
+
+def job_ids_from_sk(stdout: str) -> list[int]:
+    return [item["job_id"] for item in json.loads(stdout)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--sweep", type=int, default=1000, help="tasks in the sweep comparison (0: skip it)")
+    ap.add_argument("--user", default="alice")
+    args = ap.parse_args()
+    pw = pwd.getpwnam(args.user)
+    env = {"PATH": "/usr/bin:/bin", "HOME": pw.pw_dir, "USER": args.user, "LOGNAME": args.user, "LANG": "C.UTF-8",
+           "SK_REST_URL": SOCKET.format(user=args.user)}
+    work = tempfile.mkdtemp(prefix="be-bench-", dir="/tmp")
+    os.chown(work, pw.pw_uid, -1)
+    ids: list[int] = []
+    try:
+        for kind in ("cli", "rest"):
+            Path(work, f"{kind}.yaml").write_text(SPEC.format(kind=kind))
+        # In-process backend calls.
+        run = as_user(args.user, [PY, "-c", IN_PROCESS, f"{work}/cli.yaml", SITE, env["SK_REST_URL"],
+                                  str(args.runs)], env, cwd=work)
+        result = json.loads(run.stdout)
+        ids += result["ids"]
+        rows = {k: statistics.median(v) for k, v in result["samples"].items()}
+        # Whole `sk submit` commands, fresh process each, interleaved.
+        cmds = {f"sk submit --backend {k}": [SK, "submit", f"{k}.yaml", "--site", SITE, "--backend", k, "--json"]
+                for k in ("cli", "rest")}
+        whole: dict[str, list[float]] = {k: [] for k in cmds}
+        for cmd in cmds.values():  # warm-up
+            ids += job_ids_from_sk(as_user(args.user, cmd, env, cwd=work).stdout)
+        for _ in range(args.runs):
+            for name, cmd in cmds.items():
+                t = time.perf_counter()
+                out = as_user(args.user, cmd, env, cwd=work).stdout
+                whole[name].append((time.perf_counter() - t) * 1000)
+                ids += job_ids_from_sk(out)
+        # The same user's raw sbatch through runuser: the baseline for whole commands (same runuser cost).
+        base_cmd = ["sbatch", "--parsable", "--hold", "-J", "be-bench-wrap", "--wrap", "true"]
+        whole["sbatch --wrap (runuser)"] = []
+        for _ in range(args.runs):
+            t = time.perf_counter()
+            ids.append(int(as_user(args.user, base_cmd, env, cwd=work).stdout.strip().split(";")[0]))
+            whole["sbatch --wrap (runuser)"].append((time.perf_counter() - t) * 1000)
+
+        base = rows["sbatch --wrap (subprocess)"]
+        print(f"slurmkit submit latency, devcluster (Slurm 22.05), user {args.user}, median of {args.runs}\n")
+        print(f"{'in-process':<34}{'median ms':>10}{'x baseline':>12}{'+ ms':>9}")
+        for name, ms in rows.items():
+            print(f"{name:<34}{ms:>10.1f}{ms / base:>12.2f}{ms - base:>9.1f}")
+        wbase = statistics.median(whole["sbatch --wrap (runuser)"])
+        print(f"\n{'whole command (fresh process)':<34}{'median ms':>10}{'x baseline':>12}{'+ ms':>9}")
+        for name in ["sbatch --wrap (runuser)", *cmds]:
+            ms = statistics.median(whole[name])
+            print(f"{name:<34}{ms:>10.1f}{ms / wbase:>12.2f}{ms - wbase:>9.1f}")
+        print("goal (issue 3): sk submit adds <= 150 ms over plain sbatch")
+
+        if args.sweep:
+            values = ", ".join(str(i) for i in range(args.sweep))
+            Path(work, "sweep.yaml").write_text(SWEEP.format(kind="sweep", values=values))
+            t = time.perf_counter()
+            out = as_user(args.user, [SK, "submit", "sweep.yaml", "--site", SITE, "--backend", "cli", "--json"],
+                          env, cwd=work).stdout
+            sweep_ms = (time.perf_counter() - t) * 1000
+            ids += job_ids_from_sk(out)
+            loop = (f"for i in $(seq {args.sweep}); do sbatch --parsable --hold -J be-bench-loop --wrap true "
+                    ">/dev/null || exit 1; done")
+            t = time.perf_counter()
+            as_user(args.user, ["bash", "-c", loop], env, cwd=work)
+            loop_ms = (time.perf_counter() - t) * 1000
+            print(f"\nsweep of {args.sweep} tasks: sk submit (one array) {sweep_ms:.0f} ms; "
+                  f"{args.sweep} x sbatch {loop_ms:.0f} ms; speed-up {loop_ms / sweep_ms:.1f}x (goal >= 20x)")
+    finally:
+        if ids:
+            subprocess.run(["scancel", *map(str, ids)], check=False)
+        subprocess.run(["scancel", "-u", args.user, "-n", "be-bench-loop"], check=False)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
