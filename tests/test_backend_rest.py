@@ -119,6 +119,13 @@ def test_invalid_account_is_a_usage_error_with_slurms_message():
     assert problem.key == "account" and "sacctmgr" in (problem.hint or "")
 
 
+def test_controller_unreachable_behind_slurmrestd_is_retryable():
+    down = rec("submit-controller-unreachable")
+    with pytest.raises(BackendUnavailable) as exc:  # what submission.py retries after a find_by_tag
+        submitted_job_id(down["status"], down["response"])
+    assert "Unable to contact slurm controller" in exc.value.message and "duplicate" in (exc.value.hint or "")
+
+
 def test_unparsable_option_is_a_usage_error():
     bad = rec("submit-signal-batch")
     with pytest.raises(InputError, match="Invalid SIGNAL specification"):

@@ -1,5 +1,9 @@
 """Idempotent retry while the controller is unreachable, without touching the shared cluster's slurmctld.
 
+For the rest backend the same trick applies one level up: a private slurmrestd, running as alice on its own
+socket, reads such a slurm.conf copy and answers HTTP 500 "Unable to contact slurm controller" until the forwarder
+starts.
+
 The client gets a copy of slurm.conf whose SlurmctldPort is a free port: nothing listens there, so sbatch/squeue
 fail with "Unable to contact slurm controller (connect failure)" exactly as if slurmctld were down, while other
 users of the devcluster are unaffected. "Bringing the controller back" is starting a small TCP forwarder (in this
@@ -16,9 +20,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pwd
 import re
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -84,12 +91,17 @@ def _pump(src: socket.socket, dst: socket.socket, drop: bool) -> None:
 def unreachable(tmp_path) -> tuple[dict[str, str], int]:
     """(environment whose slurm.conf points at a port nothing listens on, that port)."""
     port = free_port()
+    conf = tmp_path / "slurm.conf"
+    write_conf(conf, port)
+    return {**os.environ, "SLURM_CONF": str(conf)}, port
+
+
+def write_conf(conf: Path, port: int) -> None:
     real = Path(os.environ.get("DEVCLUSTER_DIR", "/run/slurmkit-devcluster")) / "etc" / "slurm.conf"
     text, n = re.subn(r"(?m)^SlurmctldPort=\d+$", f"SlurmctldPort={port}", real.read_text())
     assert n == 1, "the devcluster's slurm.conf has no SlurmctldPort line"
-    conf = tmp_path / "slurm.conf"
     conf.write_text(text + "MessageTimeout=2\n")
-    return {**os.environ, "SLURM_CONF": str(conf)}, port
+    conf.chmod(0o644)
 
 
 def start_submit(tmp_path: Path, env: dict[str, str], name: str) -> subprocess.Popen:
@@ -172,3 +184,57 @@ def test_unreachable_beyond_the_retry_budget_fails_clearly_and_creates_nothing(t
     assert "retrying later will not create a duplicate" in err and "Traceback" not in err
     assert err.count("retrying in") == 2 and took >= 4  # three attempts, two waits of 2 s
     assert jobs_named(name) == []
+
+
+@pytest.fixture
+def private_slurmrestd():
+    """alice's own slurmrestd whose slurm.conf names an unused SlurmctldPort: (socket URL, that port).
+
+    setpriv execs slurmrestd as alice (as contrib/devcluster/up does), so the Popen pid is the daemon's own.
+    """
+    alice = pwd.getpwnam("alice")
+    work = Path(tempfile.mkdtemp(prefix="be-retry-rest-", dir="/tmp"))
+    os.chown(work, alice.pw_uid, alice.pw_gid)
+    port = free_port()
+    write_conf(work / "slurm.conf", port)
+    sock = work / "rest.sock"
+    with open(work / "slurmrestd.log", "w") as log:
+        daemon = subprocess.Popen(
+            ["setpriv", "--reuid=alice", "--regid=alice", "--init-groups", "env", "-i", "PATH=/usr/bin:/bin",
+             f"SLURM_CONF={work / 'slurm.conf'}", "/usr/sbin/slurmrestd", "-a", "rest_auth/local", f"unix:{sock}"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    deadline = time.monotonic() + 20
+    while not sock.exists() and time.monotonic() < deadline and daemon.poll() is None:
+        time.sleep(0.1)
+    assert sock.exists(), (work / "slurmrestd.log").read_text()
+    yield f"unix:{sock}", port, work
+    daemon.terminate()
+    daemon.wait(timeout=20)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def test_rest_controller_back_after_3s_submits_exactly_once(private_slurmrestd):
+    url, port, work = private_slurmrestd
+    name = f"be-retry-rest-{uuid.uuid4().hex[:6]}"
+    (work / "job.yaml").write_text(SPEC.format(name=name, cmd="true"))
+    env = ["env", "-i", "PATH=/usr/bin:/bin", "HOME=/home/alice", "USER=alice", "LANG=C.UTF-8", f"SK_REST_URL={url}"]
+    proc = subprocess.Popen(["runuser", "-u", "alice", "--", *env, SK, "submit", "job.yaml", "--site", DEVSITE,
+                             "--backend", "rest", "--json"], cwd=work, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    fwd = Forwarder(port)
+    try:
+        rc, out, err = finish(proc)
+    finally:
+        fwd.close()
+    ids = jobs_named(name)
+    try:
+        assert rc == 0, err
+        # slurmrestd's own answer (HTTP 500, error 1800) was seen and retried.
+        assert "Slurm controller unreachable (via slurmrestd)" in err and "retrying" in err
+        [item] = json.loads(out)
+        assert item["backend"] == "rest" and jobs_tagged(item["tag"]) == [str(item["job_id"])] == ids
+        shown = subprocess.run(["scontrol", "show", "job", ids[0]], capture_output=True, text=True).stdout
+        assert "UserId=alice(" in shown
+    finally:
+        cancel(ids)
