@@ -160,10 +160,11 @@ def offered_versions(spec: dict[str, Any]) -> list[str]:
     return sorted(found, key=lambda v: tuple(int(x) for x in v[1:].split(".")))
 
 
-def unsupported(offered: list[str], url: str) -> BackendUnavailable:
+def unsupported(offered: list[str], url: str, wanted: str | None = None) -> BackendUnavailable:
+    missing = f"does not serve API {wanted} and " if wanted else ""
     return BackendUnavailable(
-        f"slurmrestd at {url} offers API {', '.join(offered) or 'no slurm/ job API'}; slurmkit's rest backend "
-        f"supports {', '.join(SUPPORTED)}",
+        f"slurmrestd at {url} {missing}offers API {', '.join(offered) or 'no slurm/ job API'}; slurmkit's rest "
+        f"backend supports {', '.join(SUPPORTED)}",
         hint="use --backend cli, or load the openapi/v0.0.38 plugin in slurmrestd (Slurm 22.05)")
 
 
@@ -359,7 +360,7 @@ class RestBackend(Backend):
         """A request to this backend's API version; an absent version becomes a clear BackendUnavailable."""
         status, doc = self.request(method, f"/slurm/{self.version}/{tail}", body)
         if status == 404 and isinstance(doc, str) and _NOT_FOUND_TEXT in doc:
-            raise unsupported(self.offered_versions(), str(self.url))
+            raise unsupported(self.offered_versions(), str(self.url), self.version)
         if not isinstance(doc, dict):
             raise BackendError(f"slurmrestd answered HTTP {status} with non-JSON: {str(doc)[:200]}")
         return status, doc

@@ -55,6 +55,15 @@ def test_detects_v0_0_38_on_the_real_daemon():
     assert run.stdout.strip() == "v0.0.38"
 
 
+def test_a_version_the_real_daemon_lacks_is_refused_with_what_it_offers():
+    code = ("from slurmkit.backends.rest import RestBackend\nfrom slurmkit.errors import BackendUnavailable\n"
+            f"try:\n    RestBackend({SOCKET!r}, version='v0.0.41').find_by_tag('x')\n"
+            "except BackendUnavailable as e:\n    print(e.message)\n")
+    run = alice_py(code)
+    assert run.returncode == 0, run.stderr
+    assert "does not serve API v0.0.41 and offers API v0.0.36, v0.0.37, v0.0.38" in run.stdout
+
+
 def test_submit_as_alice_status_and_cancel(alice_dir):
     name = f"be-rest-{uuid.uuid4().hex[:6]}"
     (alice_dir / "job.yaml").write_text(SPEC.format(name=name, cmd="echo started; sleep 120"))
