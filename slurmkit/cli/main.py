@@ -23,6 +23,8 @@ COMMANDS = {
     # admin: accounting and reports
     "admin": "slurmkit.cli.admin:admin",
     "report": "slurmkit.cli.report:report",
+    # docs: the site's user guide, generated from its config
+    "docs": "slurmkit.cli.docs:docs",
 }
 
 

@@ -1,0 +1,219 @@
+"""`sk docs build`: a site's user guide, generated from its site config by the code that builds its jobs.
+
+Layout written under the output directory:
+  mkdocs.yml        (material theme, offline: no web fonts, no CDN; rebuild with `mkdocs build`)
+  docs/*.md         the pages (Jinja2 templates in slurmkit/docs/templates/ filled from the site, the schema,
+                    the planner, the renderer and the validators)
+  docs/examples/    each example's YAML and rendered script, downloadable
+  site/             the HTML (unless --no-html)
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from slurmkit import __version__
+from slurmkit.docs import examples as ex_mod
+from slurmkit.docs import schema, topology, troubleshoot, why
+from slurmkit.docs.html import SHIM, SHIM_TARGET, build_html, external_assets
+from slurmkit.errors import SlurmkitError
+from slurmkit.site import Site, load_site
+from slurmkit.spec import JobSpec
+from slurmkit.yamlsrc import load
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+USER_COMMANDS = [["submit"], ["validate"], ["render"], ["status"], ["logs"], ["wait"], ["cancel"], ["history"],
+                 ["templates"]]
+ADMIN_COMMANDS = [["admin", "ingest"], ["report", "usage"], ["report", "efficiency"], ["report", "idle"],
+                  ["report", "top"], ["report", "job"]]
+
+
+@dataclass
+class GuideResult:
+    out_dir: Path
+    pages: list[str] = field(default_factory=list)
+    skipped_examples: dict[str, str] = field(default_factory=dict)
+    html_dir: Path | None = None
+
+
+def cell(value: Any) -> str:
+    """Text for a Markdown table cell: no raw HTML, no column breaks, no line breaks."""
+    text = "" if value is None else str(value)
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def text(value: Any) -> str:
+    """Free text from a config (descriptions): no raw HTML."""
+    return ("" if value is None else str(value)).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def code(value: Any) -> str:
+    """Inline code that survives backticks in the value."""
+    s = str(value)
+    ticks = "`" * (max((len(r) for r in s.split("`")[1::2]), default=0) + 1) if "`" in s else "`"
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{ticks}{pad}{s}{pad}{ticks}"
+
+
+def fence(body: str, lang: str = "") -> str:
+    """A fenced code block whose fence is longer than any backtick run inside `body`."""
+    longest, run = 0, 0
+    for ch in body:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    f = "`" * max(3, longest + 1)
+    return f"{f}{lang}\n{body if body.endswith(chr(10)) else body + chr(10)}{f}"
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+    env.filters.update(cell=cell, text=text, code=code, fence=fence)
+    return env
+
+
+def command_help(path: list[str]) -> str:
+    """`sk <path> --help` as the installed CLI prints it (fixed width, so the guide does not depend on a tty)."""
+    import click
+
+    from slurmkit.cli.main import cli
+
+    ctx = click.Context(cli, info_name="sk", terminal_width=100, max_content_width=100)
+    cmd: click.Command = cli
+    for name in path:
+        assert isinstance(cmd, click.Group)
+        sub = cmd.get_command(ctx, name)
+        if sub is None:
+            raise SlurmkitError(f"docs: no command sk {' '.join(path)}")
+        cmd = sub
+        ctx = click.Context(cmd, info_name=name, parent=ctx, terminal_width=100, max_content_width=100)
+    return cmd.get_help(ctx)
+
+
+def _quickstart(site: Site) -> tuple[str, str]:
+    """A train.yaml that fits this site's default partition, and the #SBATCH lines it renders to."""
+    from slurmkit.plan import make_plan
+    from slurmkit.render import render
+    from slurmkit.spec import spec_from_source
+    from slurmkit.yamlsrc import loads
+
+    pname = site.default_partition or next(iter(site.partitions))
+    part, nt = site.partitions[pname], site.node_type_of(pname)
+    nodes = 2 if min(part.max_nodes or part.nodes, part.nodes) >= 2 else 1
+    text = (f"name: train\nlauncher: torchrun\nnodes: {nodes}\ngpus_per_node: {nt.gpu.count}\n"
+            f'time: "{part.default_time}"\ncommand: [train.py, --epochs, "10"]\n')
+    src = loads(text, "train.yaml")
+    script = render(make_plan(spec_from_source(src), site, src))
+    header = "".join(line + "\n" for line in script.splitlines() if line.startswith(("#!", "#SBATCH")))
+    return text, header
+
+
+def _nav(site: Site, examples: list[ex_mod.Example]) -> list[Any]:
+    return [
+        {"Cluster overview": "index.md"},
+        {"Quickstart": "quickstart.md"},
+        {"Job spec reference": "job-spec.md"},
+        {"Commands": "commands.md"},
+        {"Worked examples": ["examples/index.md",
+                             *[{e.name: f"examples/{e.name}.md"} for e in examples if e.script is not None]]},
+        {"Why these settings": [item for name in site.node_types for item in (
+            {f"{name}: binding": f"why/{name}-binding.md"}, {f"{name}: NCCL": f"why/{name}-nccl.md"})]},
+        {"Troubleshooting": "troubleshooting.md"},
+        {"For admins": [{"Installing the hooks": "admin/hooks.md"}, {"Reports": "admin/reports.md"}]},
+    ]
+
+
+def mkdocs_config(site: Site, nav: list[Any]) -> dict[str, Any]:
+    return {
+        "site_name": f"GPU jobs on {site.cluster}",
+        "site_description": f"User guide for {site.cluster}, generated by slurmkit {__version__} from its site "
+                            "config",
+        "docs_dir": "docs", "site_dir": "site",
+        "use_directory_urls": False,  # pages open from the file system (file://) too
+        "theme": {"name": "material", "font": False,  # no Google Fonts: the guide works without a network
+                  "features": ["content.code.copy", "navigation.sections", "navigation.top"]},
+        "plugins": ["search", "offline"],
+        # The offline plugin would add this shim from unpkg.com; a local copy keeps the build free of CDNs.
+        "extra": {"polyfills": [SHIM_TARGET], "generator": False},
+        "markdown_extensions": ["admonition", "attr_list", "md_in_html", "tables", {"toc": {"permalink": True}},
+                                "pymdownx.highlight", "pymdownx.superfences", "pymdownx.details"],
+        "validation": {"links": {"absolute_links": "warn", "unrecognized_links": "warn", "anchors": "warn"}},
+        "nav": nav,
+    }
+
+
+def build_guide(site_path: str | Path, out_dir: str | Path, html: bool = True,
+                examples_dir: Path | None = None) -> GuideResult:
+    """Write the guide for the site config at `site_path` into `out_dir`; build the HTML unless `html` is False."""
+    site = load_site(site_path)
+    out = Path(out_dir)
+    docs = out / "docs"
+    if docs.exists():
+        shutil.rmtree(docs)  # pages of node types or examples that no longer exist must not linger
+    (docs / "examples").mkdir(parents=True)
+    (docs / "why").mkdir()
+    (docs / "admin").mkdir()
+    result = GuideResult(out)
+    env = _env()
+
+    ex_dir = examples_dir or ex_mod.EXAMPLES_DIR
+    examples = ex_mod.build_examples(site, ex_dir)
+    files = ex_mod.example_files(ex_dir)
+    common = {"site": site, "version": __version__, "site_file": Path(site_path).name,
+              "examples": examples}
+
+    def page(template: str, target: str, **ctx: Any) -> None:
+        (docs / target).write_text(env.get_template(template).render(**common, **ctx), encoding="utf-8")
+        result.pages.append(target)
+
+    page("index.md.j2", "index.md",
+         figures={name: topology.svg(name, nt) for name, nt in site.node_types.items()})
+    qs_spec, qs_header = _quickstart(site)
+    page("quickstart.md.j2", "quickstart.md", spec_text=qs_spec, header=qs_header)
+    page("job-spec.md.j2", "job-spec.md",
+         models=schema.model_docs(JobSpec, schema.spec_examples(files, JobSpec), title="Top-level keys"))
+    page("commands.md.j2", "commands.md", helps=[(" ".join(p), command_help(p)) for p in USER_COMMANDS])
+    for e in examples:
+        if e.script is None:
+            assert e.skipped is not None
+            result.skipped_examples[e.name] = e.skipped
+            continue
+        (docs / "examples" / f"{e.name}.yaml").write_text(e.text, encoding="utf-8")
+        (docs / "examples" / f"{e.name}.sh").write_text(e.script, encoding="utf-8")
+        page("example.md.j2", f"examples/{e.name}.md", ex=e)
+    page("examples-index.md.j2", "examples/index.md")
+    for name in site.node_types:
+        w = why.explain(site, name)
+        page("why-binding.md.j2", f"why/{name}-binding.md", why=w, sources=why.SOURCES)
+        misnamed, debugging = why.lint_tables()
+        page("why-nccl.md.j2", f"why/{name}-nccl.md", why=w, sources=why.SOURCES, misnamed=misnamed,
+             debugging=debugging)
+    site_data = load(site_path).data
+    page("troubleshooting.md.j2", "troubleshooting.md", cases=troubleshoot.spec_cases(site),
+         site_cases=troubleshoot.site_cases(site, site_data), spec_file=troubleshoot.SPEC_FILE)
+    page("admin-hooks.md.j2", "admin/hooks.md", acct=site.accounting)
+    page("admin-reports.md.j2", "admin/reports.md", acct=site.accounting,
+         helps=[(" ".join(p), command_help(p)) for p in ADMIN_COMMANDS])
+
+    shim = docs / SHIM_TARGET
+    shim.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(SHIM, shim)
+    config = out / "mkdocs.yml"
+    config.write_text("# Generated by `sk docs build`; rebuild the HTML with `mkdocs build --strict` here.\n"
+                      + yaml.safe_dump(mkdocs_config(site, _nav(site, examples)), sort_keys=False),
+                      encoding="utf-8")
+    if html:
+        build_html(config)
+        result.html_dir = out / "site"
+        remote = external_assets(result.html_dir)
+        if remote:
+            raise SlurmkitError("docs: the built guide would load assets from the network: " + "; ".join(remote))
+    return result
