@@ -40,7 +40,7 @@ class ModelDoc:
 
     @property
     def anchor(self) -> str:
-        return "spec-" + (self.key.replace(".", "-") or "top")
+        return "ref-" + (self.key.replace(".", "-") or "top")
 
 
 # Job-spec keys that no shipped example sets: a value a reader can copy. Validated before printing.
@@ -106,6 +106,8 @@ def allowed_text(node: dict[str, Any]) -> str:
     for part in node.get("anyOf", [node]):
         if "enum" in part:
             out.append("one of " + ", ".join(f"`{v}`" for v in part["enum"]))
+        if part.get("exclusiveMinimum") is not None:
+            out.append(f"more than {part['exclusiveMinimum']}")
         lo, hi = part.get("minimum"), part.get("maximum")
         if lo is not None and hi is not None:
             out.append(f"{lo} to {hi}")
@@ -132,7 +134,7 @@ def _default_text(info: Any) -> str | None:
     if info.is_required():
         return None
     value = info.default_factory() if info.default_factory is not None else info.default
-    if value is None or value in ({}, []):
+    if value is None or value in ({}, [], ""):
         return None
     if isinstance(value, BaseModel):
         return None
@@ -170,7 +172,7 @@ def model_docs(model: type[BaseModel], examples: dict[str, tuple[Any, str | None
         fd = FieldDoc(name=dotted, type=type_text(node, defs), required=info.is_required(),
                       default=_default_text(info), allowed=allowed_text(_resolve(node, defs)),
                       description=description)
-        if example is not None:
+        if example is not None and sub is None:  # a nested model's keys have their own examples below
             fd.example, fd.example_source = yaml_value(dotted, example[0]), example[1]
         if sub is not None and not _is_mapping_of_models(node):
             child = model_docs(sub, examples, dotted)
