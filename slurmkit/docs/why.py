@@ -46,18 +46,18 @@ NCCL_REASONS: dict[str, _Reason] = {
         f"{nccl.ib_timeout_default()} since NCCL 2.23 (18 in 2.14-2.22)."),
     "NCCL_IB_SL": lambda v, nt: f"InfiniBand service level {v}, as the site's fabric is configured.",
     "NCCL_IB_GID_INDEX": lambda v, nt: (
-        f"RoCE: GID index {v} is the RoCE v2 address of the NIC; NCCL's automatic choice can pick a RoCE v1 or "
-        "link-local entry on some hosts."),
+        f"RoCE: the GID table entry ({v}) that holds the NIC's RoCE v2 address on this fabric, as the site "
+        "configured it; which entry that is depends on how the hosts' addresses are set up."),
     "NCCL_IB_TC": lambda v, nt: (
-        f"RoCE: traffic class {v} puts NCCL traffic into the switches' lossless (PFC/ECN) class; class 0 would "
-        "be best effort and drop under load."),
+        f"RoCE: traffic class {v}, the QoS class the site's switches reserve for RDMA traffic (NCCL's default "
+        "is 0)."),
     "NCCL_COLLNET_ENABLE": lambda v, nt: (
         "The InfiniBand switches support SHARP and an aggregation manager runs, so NCCL may offload reductions "
         "to the network (needs the SHARP plugin)."),
     "NCCL_IB_DISABLE": lambda v, nt: "A TCP-only fabric: NCCL must not look for InfiniBand/RoCE devices.",
     "NCCL_SOCKET_NTHREADS": lambda v, nt: (
-        f"TCP at {nt.fabric.speed_gbps} Gb/s: one socket thread cannot fill the link; 4 threads x 4 sockets "
-        "each is NCCL's advice for 100G."),
+        f"TCP at {nt.fabric.speed_gbps} Gb/s: more socket threads (4) with 4 sockets each, the usual setting for "
+        "100G and faster TCP links, instead of NCCL's defaults."),
     "NCCL_NSOCKS_PERTHREAD": lambda v, nt: "See NCCL_SOCKET_NTHREADS: sockets per thread on a fast TCP link.",
     "NCCL_NET": lambda v, nt: "Slingshot: NCCL talks to the network through the AWS libfabric plugin.",
     "NCCL_NET_GDR_LEVEL": lambda v, nt: "Slingshot with libfabric: GPUDirect RDMA up to the host bridge (PHB).",
