@@ -31,9 +31,14 @@ class _Collect(logging.Handler):
 
 def build_html(config_file: Path, site_dir: Path | None = None, strict: bool = True) -> None:
     """Build the site described by `config_file` (mkdocs.yml); warnings are errors when `strict`."""
-    from mkdocs.commands.build import build
-    from mkdocs.config import load_config
-    from mkdocs.exceptions import MkDocsException
+    try:
+        import material  # noqa: F401  (the theme; mkdocs alone would fail later with a less helpful message)
+        from mkdocs.commands.build import build
+        from mkdocs.config import load_config
+        from mkdocs.exceptions import MkDocsException
+    except ImportError as exc:
+        raise SlurmkitError(f"building HTML needs mkdocs-material ({exc.name} is not installed)",
+                            hint="pip install 'slurmkit[docs]', or pass --no-html for the Markdown only") from exc
 
     handler = _Collect()
     log = logging.getLogger("mkdocs")
