@@ -6,6 +6,7 @@ console errors. Each site's guide is built once per test module (builds are CPU-
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -214,13 +215,23 @@ def test_browser_opens_pages_without_console_errors(guides, chromium, tmp_path):
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                 "--window-size=1280,1400"):
         opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # browser: console messages; performance: DevTools network events, to prove nothing leaves file://.
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     d = webdriver.Chrome(service=Service(driver), options=opts)
+    fetched: set[str] = set()
+
+    def requests() -> None:
+        for entry in d.get_log("performance"):
+            msg = json.loads(entry["message"])["message"]
+            if msg["method"] == "Network.requestWillBeSent":
+                fetched.add(msg["params"]["request"]["url"])
+
     try:
         for site, out in guides.items():
             for rel in ("index.html", "examples/index.html", "troubleshooting.html", "job-spec.html"):
                 d.get((out / "site" / rel).as_uri())
                 d.find_element("css selector", "article.md-content__inner")
+                requests()
                 errors = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
                 assert errors == [], f"{site}/{rel}: {errors}"
                 if rel == "index.html":
@@ -237,6 +248,9 @@ def test_browser_opens_pages_without_console_errors(guides, chromium, tmp_path):
 
             WebDriverWait(d, 10).until(lambda drv: drv.find_elements("css selector", ".md-search-result__item"))
             assert [e for e in d.get_log("browser") if e["level"] == "SEVERE"] == []
+            requests()
+        remote = {u for u in fetched if not u.startswith(("file:", "data:", "blob:", "about:"))}
+        assert fetched and remote == set()
     finally:
         d.quit()
 
@@ -245,13 +259,11 @@ def test_cli_writes_markdown_only_with_no_html(tmp_path):
     res = sk("docs", "build", "--site", str(ROOT / "site_config" / "pcie-roce.yaml"), "-o", str(tmp_path),
              "--no-html", "--json")
     assert res.returncode == 0, res.stderr
-    import json
-
     info = json.loads(res.stdout)
-    assert info["html"] is None and not (tmp_path / "site").exists()
-    assert (tmp_path / "mkdocs.yml").is_file()
     from tests.golden import render_case
 
+    assert info["html"] is None and not (tmp_path / "site").exists()
+    assert (tmp_path / "mkdocs.yml").is_file()
     site = ROOT / "site_config" / "pcie-roce.yaml"
     misfits = {e for e in EXAMPLES if render_case(ROOT / "examples" / f"{e}.yaml", site) is None}
     assert misfits and set(info["skipped_examples"]) == misfits  # 4-GPU nodes: the 8-GPU examples do not fit
