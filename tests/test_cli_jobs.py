@@ -143,3 +143,11 @@ def test_template_bytecode_cache_is_private_and_an_edited_template_is_recompiled
     for f in cache.iterdir():
         f.write_bytes(b"garbage")
     assert sk(*args, env=env).stdout == again.stdout
+
+
+@pytest.mark.parametrize("command", ["wait", "logs", "status", "cancel"])
+@pytest.mark.parametrize("job_id", ["abc", "12_x", "1;rm -rf /", "-5"])
+def test_malformed_job_id_is_a_usage_error_before_slurm_is_asked(command, job_id):
+    run = sk(command, "--", job_id)
+    assert run.returncode == 2, run.stderr
+    assert "is not a Slurm job id" in run.stderr and "Traceback" not in run.stderr

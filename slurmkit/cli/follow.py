@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import re
 import sys
 import time
 from pathlib import Path
@@ -10,6 +11,25 @@ from pathlib import Path
 import click
 
 from slurmkit.cli.common import echo_json, handle_errors, json_option
+
+
+class JobIdType(click.ParamType):
+    """A Slurm job id as sacct/scontrol/scancel take it: 1234, an array task 1234_7 (scancel also takes
+    1234_[1-5]), or a het-job component 1234+1. Checked here so a typo is a usage error (exit 2), not a
+    Slurm error message passed through."""
+
+    name = "JOBID"
+    _FORM = re.compile(r"^\d+(?:_(?:\d+|\[[\d,%-]+\])|\+\d+)?$")
+
+    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+        text = str(value).strip()
+        if not self._FORM.match(text):
+            self.fail(f"{value!r} is not a Slurm job id (expected e.g. 1234, 1234_7 or 1234+1; "
+                      "`sk status` lists your jobs)", param, ctx)
+        return text
+
+
+JOBID = JobIdType()
 
 
 def _table(jobs) -> None:
@@ -21,7 +41,7 @@ def _table(jobs) -> None:
 
 
 @click.command()
-@click.argument("job_ids", nargs=-1)
+@click.argument("job_ids", nargs=-1, type=JOBID)
 @click.option("--me", is_flag=True, help="Only my jobs (default when no JOBID is given).")
 @json_option
 @handle_errors
@@ -43,7 +63,7 @@ def status(job_ids: tuple[str, ...], me: bool, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", type=JOBID)
 @click.option("--timeout", type=float, default=None, help="Give up after this many seconds (exit 124).")
 @click.option("--interval", type=float, default=2.0, show_default=True, help="Seconds between polls.")
 @handle_errors
@@ -72,7 +92,7 @@ def wait(job_id: str, timeout: float | None, interval: float) -> None:
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", type=JOBID)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing while the job runs.")
 @click.option("--stderr", "which", flag_value="stderr", help="Show the error file instead of the output file.")
 @handle_errors
@@ -109,7 +129,7 @@ def logs(job_id: str, follow: bool, which: str | None) -> None:
 
 
 @click.command()
-@click.argument("job_ids", nargs=-1)
+@click.argument("job_ids", nargs=-1, type=JOBID)
 @click.option("--name", help="Cancel my jobs with this name.")
 @handle_errors
 def cancel(job_ids: tuple[str, ...], name: str | None) -> None:
