@@ -93,14 +93,17 @@ class Topology:
                 found.append(nic)
         return (best[1] if best else None), found
 
+    def _far_from_every_gpu(self, nic: str) -> bool:
+        return all(PCI_RANK.get(self.nic_distance(g.index, nic), 5) >= PCI_RANK["SYS"] for g in self.gpus)
+
     def storage_nics(self) -> list[str]:
-        """NICs that are SYS (or unknown) to every GPU: never for NCCL."""
-        out = []
-        for nic in self.nics:
-            cells = [self.nic_distance(g.index, nic) for g in self.gpus]
-            if all(PCI_RANK.get(c, 5) >= PCI_RANK["SYS"] for c in cells):
-                out.append(nic)
-        return out
+        """NICs that are SYS (or unknown) to every GPU while another NIC is nearer to some GPU: never for NCCL.
+
+        When every NIC is SYS to every GPU (an L40S box with one NIC on the CPU's root complex,
+        tests/data/topo/nccl-tests-273-l40s-one-nic-sys.txt) there is nothing better, so they stay compute NICs.
+        """
+        far = [nic for nic in self.nics if self._far_from_every_gpu(nic)]
+        return far if len(far) < len(self.nics) else []
 
     def compute_nics(self) -> list[str]:
         storage = set(self.storage_nics())
@@ -194,6 +197,13 @@ def parse_topo(text: str, source: str = "<nvidia-smi topo -m>") -> Topology:
                            gpu_numa_id=_num(extra.get("GPU NUMA ID"))))
     if not gpus:
         raise InputError(Problem("the matrix has no GPU rows", file=source))
+    have = {g.index for g in gpus}
+    missing = [c for c in columns if _GPU_LABEL.match(c) and int(c[3:]) not in have]
+    if missing:
+        got = ", ".join(f"GPU{i}" for i in sorted(have))
+        raise InputError(Problem(f"the header names {', '.join(missing)} but there is no row for "
+                                 f"{'it' if len(missing) == 1 else 'them'} (rows found: {got})", file=source,
+                                 hint="the copy is truncated; save the whole output of `nvidia-smi topo -m`"))
     names, unnamed = [], []
     for col in nic_cols:
         if re.match(r"^NIC\d+$", col):

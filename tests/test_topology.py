@@ -1,4 +1,4 @@
-"""The `nvidia-smi topo -m` parser on real published outputs (tests/data/topo/, sources in SOURCES.md)."""
+"""The `nvidia-smi topo -m` parser on real published outputs (tests/data/topo/, sources in its README.md)."""
 
 from __future__ import annotations
 
@@ -88,3 +88,63 @@ def test_truncated_row_names_line():
     with pytest.raises(InputError) as err:
         parse_topo("\n".join(text), source="x.txt")
     assert err.value.problems[0].line == 4 and "GPU2" in err.value.problems[0].message
+
+
+def test_six_k80_gpus_2016_driver_soc_cells_and_space_separated_header():
+    # Header split by single spaces, rows by tabs, `SOC` for SYS, no NICs, no NUMA column; a shell prompt above.
+    t = topo("nccl-19-6x-k80-soc-2016.txt")
+    assert [g.index for g in t.gpus] == list(range(6)) and t.nics == []
+    assert t.gpu_link(0, 1) == "PIX" and t.gpu_link(0, 2) == "SOC" and t.gpu_link(2, 4) == "PHB"
+    assert [g.cpu_affinity for g in t.gpus] == ["0-7,16-23"] * 2 + ["8-15,24-31"] * 4
+    assert all(g.numa_affinity is None for g in t.gpus)
+    assert t.nvlink_kind() == "none" and t.assign_hcas() == dict.fromkeys(range(6))
+
+
+def test_three_gpus_partial_nvlink_nearest_is_phb_for_the_pcie_gpu():
+    t = topo("nccl-tests-320-3gpu-nv4-phb.txt")
+    assert t.gpu_link(0, 1) == "NV4" and t.gpu_link(0, 2) == "NODE"
+    assert t.nvlink_kind() == "NV4"
+    assert t.nearest_nics(2) == ("PHB", ["mlx5_0", "mlx5_1"])
+    assert t.nearest_nics(0) == ("NODE", ["mlx5_0", "mlx5_1"])
+    assert t.storage_nics() == []
+    assert t.assign_hcas() == {0: "mlx5_0", 1: "mlx5_1", 2: "mlx5_0"}
+
+
+def test_single_nic_sys_to_every_gpu_is_not_storage_when_it_is_the_only_one():
+    t = topo("nccl-tests-273-l40s-one-nic-sys.txt")
+    assert t.unnamed_nics == ["NIC0"]  # the report has no NIC Legend
+    assert t.storage_nics() == [] and t.compute_nics() == ["NIC0"]
+    assert t.nearest_nics(5) == ("SYS", ["NIC0"])
+    assert [g.numa_affinity for g in t.gpus] == [0] * 4 + [1] * 4
+
+
+def test_sys_nic_is_storage_when_another_nic_is_nearer():
+    # The same rule on the DGX A100: mlx5_8/9 are SYS to all GPUs while mlx5_0..7 are PXB to some.
+    t = topo("dgx-a100-40g-driver525.txt")
+    assert t.storage_nics() == ["mlx5_8", "mlx5_9"]
+    assert t.compute_nics() == [f"mlx5_{i}" for i in range(8)]
+
+
+def test_truncated_sixteen_gpu_copy_is_refused_naming_the_missing_rows():
+    # The only public DGX-2 (16 GPUs, NV6) output found ends after GPU3's row; parsing it must not yield 4 GPUs.
+    with pytest.raises(InputError) as err:
+        topo("nccl-tests-78-dgx2-16gpu-first-rows.txt")
+    msg = err.value.problems[0].message
+    assert "GPU4, GPU5" in msg and "GPU15" in msg and "rows found: GPU0, GPU1, GPU2, GPU3" in msg
+
+
+def test_sixteen_gpu_wide_rows_parse_cell_by_cell():
+    # The four complete DGX-2 rows restricted to the GPU0-3 and NIC columns: a square sub-matrix of the real
+    # output (nothing invented, columns only dropped), so the 16-GPU-wide rows are checked cell by cell.
+    text = (TOPO / "nccl-tests-78-dgx2-16gpu-first-rows.txt").read_text().splitlines()
+    head = text[1].split()
+    keep = [i for i, c in enumerate(head) if not (c.startswith("GPU") and int(c[3:]) >= 4)]
+    lines = ["\t" + "\t".join(head[i] for i in keep[:-2]) + "\tCPU Affinity"]
+    for row in text[2:]:
+        cells = row.split()
+        lines.append("\t".join([cells[0]] + [cells[i + 1] for i in keep[:-2]] + [cells[-1]]))
+    t = parse_topo("\n".join(lines))
+    assert t.nics == [f"mlx5_{i}" for i in range(10)]
+    assert t.gpu_link(1, 3) == "NV6" and t.nvlink_kind() == "NV6"
+    assert t.nearest_nics(2) == ("PIX", ["mlx5_1"])
+    assert t.gpu(3).cpu_affinity == "0-23,48-71"
