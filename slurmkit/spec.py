@@ -205,10 +205,12 @@ class JobSpec(Strict):
                     raise ValueError("command arguments cannot contain NUL bytes")
         return v
 
-    @field_validator("time")
+    @field_validator("time", mode="before")
     @classmethod
-    def _time(cls, v: str | None) -> str | None:
-        if v is not None:
+    def _time(cls, v: object) -> object:
+        if isinstance(v, int) and not isinstance(v, bool):
+            v = str(v)  # `time: 90` is minutes, as in sbatch --time=90
+        if isinstance(v, str):
             parse_time_minutes(v)
         return v
 

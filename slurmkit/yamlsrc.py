@@ -16,6 +16,7 @@ from slurmkit.errors import InputError, Problem
 MAX_BYTES = 1 << 20  # a job spec or site config larger than 1 MiB is a mistake, not a config
 
 KeyPath = tuple[str | int, ...]
+_SEXAGESIMAL_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
 
 try:  # libyaml's C loader is several times faster; fall back to the pure-Python one
     _BaseLoader = yaml.CSafeLoader
@@ -78,6 +79,10 @@ def _construct(node: yaml.Node, loader: yaml.Loader, path: KeyPath, lines: dict[
             lines[(*path, i)] = child.start_mark.line + 1
             items.append(_construct(child, loader, (*path, i), lines))
         return items
+    if node.tag in _SEXAGESIMAL_TAGS and ":" in node.value:
+        # YAML 1.1 reads an unquoted `time: 12:00:00` as the base-60 integer 43200 (YAML 1.2 dropped that);
+        # keep what the user wrote, so Slurm times need no quotes.
+        return node.value
     return loader.construct_object(node, deep=True)
 
 

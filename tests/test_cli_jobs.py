@@ -151,3 +151,13 @@ def test_malformed_job_id_is_a_usage_error_before_slurm_is_asked(command, job_id
     run = sk(command, "--", job_id)
     assert run.returncode == 2, run.stderr
     assert "is not a Slurm job id" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(("written", "sbatch"), [("12:00:00", "12:00:00"), ("1:30:00", "01:30:00"),
+                                                ("90", "01:30:00"), ("1-00:00:00", "1-00:00:00")])
+def test_unquoted_slurm_time_is_read_as_written_not_as_a_base60_number(tmp_path, written, sbatch):
+    spec = tmp_path / "t.yaml"
+    spec.write_text(f"name: t\nlauncher: none\ngpus_per_node: 1\ncommand: [x]\ntime: {written}\n")
+    run = sk("render", str(spec), "--site", DGX)
+    assert run.returncode == 0, run.stderr
+    assert f"#SBATCH --time={sbatch}\n" in run.stdout

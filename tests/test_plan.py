@@ -75,7 +75,7 @@ def test_total_gpus_split_over_nodes():
     ("partition: gpux", "partition", "did you mean 'gpu'"),
     ("gpus_per_node: 9", "gpus_per_node", "has 8"),
     ("gpu_type: h100", "gpu_type", "offers a100"),
-    ("time: 3-00:00:00", "time", "exceeds partition"),
+    ("time: 3-00:00:00", "time", "exceeds the time limit of partition"),
     ("nodes: 17", "nodes", "at most 16"),
     ("cpus_per_gpu: 64", "cpus_per_gpu", "has 256"),
     ("mem_per_gpu: 200G", "mem_per_gpu", "has 1000G"),
