@@ -152,7 +152,8 @@ def make_plan(spec: JobSpec, site: Site, src: Source | None = None,
                 hint=f"at most {format_mem(nt.memory_mib // max(gpus_per_node, 1))} per GPU")
     minutes = parse_time_minutes(spec.time or part.default_time)
     if minutes > part.max_minutes:
-        chk.add(("time",), f"time {format_time(minutes)} exceeds the time limit of partition {pname!r}, {part.max_time}",
+        chk.add(("time",),
+                f"time {format_time(minutes)} exceeds the time limit of partition {pname!r}, {part.max_time}",
                 hint=f"use at most {part.max_time}, or another partition")
     qos = spec.qos or part.default_qos
     if qos and part.qos and qos not in part.qos:
