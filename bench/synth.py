@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from slurmkit.store.db import open_store  # noqa: E402
+from slurmkit.store.db import open_store
 
 SPAN_START = int(datetime(2025, 12, 1, tzinfo=timezone.utc).timestamp())
 SPAN_END = int(datetime(2026, 12, 1, tzinfo=timezone.utc).timestamp())

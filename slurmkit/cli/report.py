@@ -19,6 +19,7 @@ def report() -> None:
       sk report efficiency --since 2026-11-01 --until 2026-12-01 --tz Europe/Berlin
       sk report top --sort waste --limit 5
       sk report usage --format html -o usage.html
+      sk report usage --from-sacct --since last-month --by account   (no hook: allocation only)
       sk report job 1234
     """
 
@@ -39,6 +40,9 @@ def _common(fn):
         click.option("-o", "--output", metavar="FILE", help="Write to FILE (required for parquet and html)."),
         click.option("--db", metavar="PATH|URL", help="SQLite path or postgresql:// URL (default: the site "
                      "config's accounting.store)."),
+        click.option("--from-sacct", is_flag=True, help="Read Slurm accounting (sacct) instead of the store: "
+                     "GPU-hours allocated and queue wait only, no utilization (for sites without the slurmkit "
+                     "hook; non-admins see only their own jobs)."),
         site_option,
     ]
     for opt in reversed(opts):
@@ -59,7 +63,34 @@ def _open(db: str | None, site_path: str | None):
     return open_readonly(db, admin_group), scope_for(admin_group), admin_group
 
 
-def _run(kind: str, since, until, tz, by, fmt, output, db, site_path, **kw) -> None:
+def _open_sacct(window, db: str | None, site_path: str | None):
+    """The in-memory store filled from sacct. A site config is optional here (sites without the hook may have
+    none): it names the admin group and maps partitions to node types."""
+    from slurmkit.errors import InputError, Problem, SiteConfigError
+    from slurmkit.report.access import scope_for
+    from slurmkit.report.sacct_source import open_sacct
+    from slurmkit.site import find_site_file, load_site
+
+    if db:
+        raise InputError(Problem("--db and --from-sacct name two different sources", key="--from-sacct",
+                                 hint="drop --db to read Slurm accounting, or drop --from-sacct to read the store"))
+    admin_group, node_types = "slurmkit-admin", {}
+    try:
+        path = find_site_file(site_path)
+    except SiteConfigError:
+        if site_path:
+            raise
+        path = None  # no site config anywhere: defaults
+    if path is not None:
+        site = load_site(path)
+        admin_group = site.accounting.admin_group
+        node_types = {name: p.node_type for name, p in site.partitions.items()}
+    scope = scope_for(admin_group)
+    store, _read = open_sacct(window, scope, node_types=node_types)
+    return store, scope, admin_group
+
+
+def _run(kind: str, since, until, tz, by, fmt, output, db, from_sacct, site_path, **kw) -> None:
     from slurmkit.report.build import build
     from slurmkit.report.formats import write
     from slurmkit.report.query import parse_by
@@ -69,9 +100,16 @@ def _run(kind: str, since, until, tz, by, fmt, output, db, site_path, **kw) -> N
     keys, period = parse_by(by)
     if not keys and not period and kind == "usage":
         keys = ["user"]
-    store, scope, admin_group = _open(db, site_path)
+    source = "sacct" if from_sacct else "store"
+    if from_sacct:
+        from slurmkit.report.build import check_allocation_only
+
+        check_allocation_only(kind, kw.get("sort"))  # before running sacct
+        store, scope, admin_group = _open_sacct(window, db, site_path)
+    else:
+        store, scope, admin_group = _open(db, site_path)
     with store:
-        rep = build(kind, store, window, keys, period, scope, admin_group=admin_group, **kw)
+        rep = build(kind, store, window, keys, period, scope, admin_group=admin_group, source=source, **kw)
         html_builder = None
         if fmt == "html":
             from slurmkit.report.html import page

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from slurmkit.errors import InputError, Problem
 from slurmkit.report import grading
 from slurmkit.report.figures import COLUMNS, IDLE_UTIL_PCT, definitions
 from slurmkit.report.query import SOURCES, Scope, run_aggregate, run_idle_jobs
@@ -20,6 +21,8 @@ ADDITIVE = ["jobs", "gpu_hours", "gpu_hours_measured", "gpu_hours_used", "gpu_ho
 NEED_METRICS = ["gpu_hours_used", "gpu_hours_wasted", "idle_gpus_in_multi", "idle_gpu_hours_in_multi"]
 COUNTS = ["jobs", "jobs_no_metrics", "wait_n", *(f"n_{s}" for s in SOURCES)]
 
+NO_METRICS_NOTE = ("GPU utilization, used and wasted GPU-hours: no GPU metrics (Slurm accounting records "
+                   "allocations only; these figures are unknown, not 0 %)")
 SIMULATED_BANNER = ("WARNING: some or all GPU metrics in this report are SIMULATED (metric source 'simulated'), "
                     "not measured on real GPUs; utilization and waste figures are not real.")
 
@@ -37,6 +40,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     definitions: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    source: str = "store"  # "store" (the hook's accounting store) | "sacct" (Slurm accounting, allocation only)
 
     @property
     def empty(self) -> bool:
@@ -100,6 +104,16 @@ def source_notes(totals: dict[str, Any]) -> list[str]:
     return notes
 
 
+def check_allocation_only(kind: str, sort: str | None) -> None:
+    """Slurm accounting has no GPU utilization: refuse the reports that are made of it, saying what works."""
+    if kind in ("efficiency", "idle") or (kind == "top" and sort not in (None, "gpu-hours")):
+        what = f"sk report {kind}" + (f" --sort {sort}" if kind == "top" else "")
+        raise InputError(Problem(f"{what} needs per-GPU utilization metrics; Slurm accounting has none",
+                                 key="--from-sacct",
+                                 hint="use `sk report usage --from-sacct` or `sk report top --from-sacct` "
+                                      "(GPU-hours allocated), or read the slurmkit accounting store (--db)"))
+
+
 def scope_note(scope: Scope, admin_group: str) -> list[str]:
     if scope.everyone:
         return []
@@ -108,8 +122,14 @@ def scope_note(scope: Scope, admin_group: str) -> list[str]:
 
 def build(kind: str, store: Store, window: Window, keys: list[str], period: str | None, scope: Scope, *,
           admin_group: str = "slurmkit-admin", sort: str | None = None, limit: int | None = None,
-          idle_pct: float = IDLE_UTIL_PCT) -> Report:
-    """usage | efficiency | top | idle, over `window`, grouped by `keys` (+ `period`)."""
+          idle_pct: float = IDLE_UTIL_PCT, source: str = "store") -> Report:
+    """usage | efficiency | top | idle, over `window`, grouped by `keys` (+ `period`).
+
+    source="sacct": `store` holds allocation records from Slurm accounting (report/sacct_source.py); only usage
+    and top by GPU-hours make sense there, and the report shows the allocation figures and says why.
+    """
+    if source == "sacct":
+        check_allocation_only(kind, sort)
     if not keys and kind in ("efficiency", "top"):
         keys = ["user"]
     df = derive(run_aggregate(store, window, keys, period, scope, idle_pct))
@@ -120,10 +140,17 @@ def build(kind: str, store: Store, window: Window, keys: list[str], period: str 
     if kind == "top":
         by = {"waste": "gpu_hours_wasted", "gpu-hours": "gpu_hours", "used": "gpu_hours_used"}[sort or "gpu-hours"]
         df = df.sort_values([by, *keys], ascending=[False, *[True] * len(keys)]).head(limit or 10)
-    notes = [f"window: {window.describe()}", *scope_note(scope, admin_group), *source_notes(totals)]
+    if source == "sacct":
+        from slurmkit.report import sacct_source
+
+        columns = list(COLUMNS["allocation"])
+        sources = [sacct_source.NOTE, NO_METRICS_NOTE]
+    else:
+        sources = source_notes(totals)
+    notes = [f"window: {window.describe()}", *scope_note(scope, admin_group), *sources]
     report = Report(kind, window, keys, period, scope, df.reset_index(drop=True), totals, columns, notes,
-                    definitions(columns))
-    if kind in ("efficiency", "top"):
+                    definitions(columns), source=source)
+    if kind in ("efficiency", "top") and source != "sacct":
         report.definitions.append(grading.legend())
     if kind == "idle":
         report.columns = ["jobs", "gpu_hours", "idle_gpus_in_multi", "idle_gpu_hours_in_multi",

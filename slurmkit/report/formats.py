@@ -111,6 +111,7 @@ def as_dict(report: Report) -> dict[str, Any]:
         "totals": {c: _clean(report.totals.get(c)) for c in report.columns},
         "notes": report.notes, "definitions": report.definitions,
         "simulated_metrics": bool(report.totals.get("n_simulated")),
+        "data_source": "slurm-accounting (allocation only)" if report.source == "sacct" else "accounting-store",
         "empty": report.empty,
     }
     if report.empty:
