@@ -25,13 +25,42 @@ def _int(v: str | None) -> int | None:
         return None
 
 
+# JOBSTATE of a run that ended in a requeue: Slurm 22.05 passes the job's state at that moment (PENDING, or a
+# REQUEUE* state) and has already incremented the restart count (seen on the devcluster: both runs of a requeued
+# job read Restarts=1), so that run is Restarts - 1.
+_REQUEUED = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT"}
+
+
+def _slurm_time(epoch: int) -> set[str]:
+    """The ways scontrol may print `epoch` (+-1 s): local ISO time, or epoch digits under SLURM_TIME_FORMAT=%s."""
+    fmt = "%Y-%m-%dT%H:%M:%S"
+    return {s for t in (epoch - 1, epoch, epoch + 1) for s in (time.strftime(fmt, time.localtime(t)), str(t))}
+
+
+def _same_run(env: dict[str, str], show: dict[str, str], requeued: bool) -> bool:
+    """Whether `scontrol show job` still describes the run this record is about. scontrol answers with the job's
+    *current* run: after a requeue its SubmitTime is the requeue time (= the end of the requeued run); when the
+    job was requeued again before this hook ran, neither matches and the run number is a guess."""
+    moment = _int(env.get("END") if requeued else env.get("SUBMIT"))
+    return moment is not None and show.get("SubmitTime", "") in _slurm_time(moment)
+
+
 def jobcomp_record(env: dict[str, str], show: dict[str, str] | None) -> dict:
-    """One complete job record from the jobcomp variables (Slurm 22.05) plus `scontrol show job -o`."""
+    """One complete job record from the jobcomp variables (Slurm 22.05) plus `scontrol show job -o`.
+
+    A run that never started (cancelled while pending) gets no start time and no allocation: scontrol's TRES of
+    a pending job is the request, and sacct reports no AllocTRES for it either.
+    """
     flags = []
+    state = env.get("JOBSTATE")
+    requeued = state in _REQUEUED
     array_task = _int(env.get("ARRAYTASKID"))
     if array_task == record.NOT_ARRAY:
         array_task = None
-    array_job = _int(env.get("ARRAYJOBID")) if array_task is not None else None
+    # ARRAYJOBID is 0 for a job that is not an array; the record of an array's never-started tasks has the
+    # array id and no task id (sacct shows it as 129_[0-4]).
+    array_job = _int(env.get("ARRAYJOBID")) or None
+    started = bool(env.get("NODES"))
     rec = {
         "version": record.RECORD_VERSION, "kind": "job",
         "cluster": env.get("CLUSTER", ""), "job_id": _int(env.get("JOBID")),
@@ -39,19 +68,24 @@ def jobcomp_record(env: dict[str, str], show: dict[str, str] | None) -> dict:
         "het_job_id": _int(env.get("HETJOBID")), "het_job_offset": _int(env.get("HETJOBOFFSET")),
         "job_name": env.get("JOBNAME"), "user_name": env.get("USERNAME"), "uid": _int(env.get("UID")),
         "account": env.get("ACCOUNT"), "partition": env.get("PARTITION"), "qos": env.get("QOS"),
-        "state": env.get("JOBSTATE"), "exit_code": record.exit_code(env.get("EXITCODE")),
-        "submit_time": _int(env.get("SUBMIT")), "start_time": _int(env.get("START")),
-        "end_time": _int(env.get("END")), "nodes": env.get("NODES"), "node_count": _int(env.get("NODECNT")),
-        "cpus": _int(env.get("PROCS")), "gpus": 0, "gpu_types": None, "tres": None, "run": 0,
+        "state": "REQUEUED" if requeued else state, "exit_code": record.exit_code(env.get("EXITCODE")),
+        "submit_time": _int(env.get("SUBMIT")), "start_time": _int(env.get("START")) if started else None,
+        "end_time": _int(env.get("END")), "nodes": env.get("NODES") or None,
+        "node_count": _int(env.get("NODECNT")) if started else 0, "cpus": _int(env.get("PROCS")) if started else 0,
+        "gpus": 0, "gpu_types": None, "tres": None, "run": 0, "elapsed_s": 0,
     }
     if show:
-        rec["tres"] = show.get("TRES")
-        rec["gpus"], types = record.parse_gpu_tres(show.get("TRES", ""))
-        rec["gpu_types"] = ",".join(types) or None
-        rec["run"] = _int(show.get("Restarts")) or 0
+        if started:
+            rec["tres"] = show.get("TRES") or None
+            rec["gpus"], types = record.parse_gpu_tres(show.get("TRES", ""))
+            rec["gpu_types"] = ",".join(types) or None
+        restarts = _int(show.get("Restarts")) or 0
+        rec["run"] = max(0, restarts - 1) if requeued else restarts
+        if not _same_run(env, show, requeued):
+            flags.append("run-uncertain")  # sk admin reconcile renumbers it from sacct (matched by start time)
         rec["qos"] = rec["qos"] or show.get("QOS")
     else:
-        flags.append("no-scontrol")
+        flags.append("no-scontrol")  # no allocation, run unknown: sk admin reconcile completes it from sacct
     if rec["start_time"] and rec["end_time"]:
         rec["elapsed_s"] = max(0, rec["end_time"] - rec["start_time"])
     rec["flags"] = ",".join(flags) or None
@@ -71,7 +105,16 @@ def jobcomp(env: dict[str, str]) -> int:
         print(f"sk hook jobcomp: scontrol show job {job_id} failed ({exc}); record flagged", file=sys.stderr)
     rec = jobcomp_record(env, show)
     name = f"job-{rec['cluster']}-{job_id}-{rec['run']}-{time.time_ns()}"
-    spool.write(env.get("SK_SPOOL") or DEFAULT_SPOOL, name, rec)
+    spool_dir = env.get("SK_SPOOL") or DEFAULT_SPOOL
+    try:
+        spool.write(spool_dir, name, rec)
+    except OSError as exc:
+        # Nothing durable is left to write to: put the record in the hook log (the wrapper keeps stderr) so it
+        # can be re-spooled by hand; `sk admin reconcile` recovers the job from sacct in any case.
+        import json
+
+        print(f"sk hook jobcomp: cannot spool job {job_id} into {spool_dir} ({exc}); record: "
+              f"{json.dumps(rec, sort_keys=True)}", file=sys.stderr)
     return 0
 
 

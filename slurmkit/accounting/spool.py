@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing or pathlib costs the jobcomp hook ms per job
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
-def write(spool_dir: str | Path, name: str, data: dict) -> Path:
-    d = Path(spool_dir)
-    d.mkdir(parents=True, exist_ok=True)
-    final = d / f"{name}.json"
-    tmp = d / f".{name}.{os.getpid()}.tmp"
+def write(spool_dir: str | Path, name: str, data: dict) -> str:
+    d = os.fspath(spool_dir)
+    os.makedirs(d, exist_ok=True)
+    final = os.path.join(d, f"{name}.json")
+    tmp = os.path.join(d, f".{name}.{os.getpid()}.tmp")
     payload = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
     try:
@@ -34,6 +37,8 @@ def write(spool_dir: str | Path, name: str, data: dict) -> Path:
 
 
 def pending(spool_dir: str | Path) -> list[Path]:
+    from pathlib import Path
+
     d = Path(spool_dir)
     return sorted(p for p in d.glob("*.json") if p.is_file()) if d.is_dir() else []
 
