@@ -118,6 +118,73 @@ def jobcomp(env: dict[str, str]) -> int:
     return 0
 
 
+def _node_job(hook: str, env: dict[str, str]):
+    """(config, job run) of a node hook, or None when Slurm's variables are unusable (logged)."""
+    from slurmkit.accounting import sampler
+
+    cfg = sampler.NodeConfig.from_env(env)
+    for problem in cfg.problems:
+        print(f"sk hook {hook}: {problem}", file=sys.stderr)
+    try:
+        return cfg, sampler.JobRun.from_env(env)
+    except ValueError as exc:
+        print(f"sk hook {hook}: {exc}", file=sys.stderr)
+        return None
+
+
+def prolog(env: dict[str, str]) -> int:
+    """Start the job's GPU sampler on this node (detached; returns in milliseconds). No GPUs here: nothing."""
+    from slurmkit.accounting import sampler
+
+    got = _node_job("prolog", env)
+    if got and got[1].gpus:
+        cfg, job = got
+        if not sampler.alive(sampler.job_dir(cfg, job)):
+            sampler.start_detached(cfg, job)
+    return 0
+
+
+def epilog(env: dict[str, str]) -> int:
+    """Stop the job's sampler, summarize per GPU and deliver the node record; flagged records when the sampler
+    is missing, crashed or had no source, so an allocated GPU is never silently absent."""
+    import shutil
+
+    from slurmkit.accounting import gpusummary, sampler, transport
+
+    got = _node_job("epilog", env)
+    if not got:
+        return 0
+    cfg, job = got
+    transport.flush_undelivered(cfg, job.node)
+    configured = "nvml" if cfg.source == "auto" else cfg.source
+    dirs = sampler.job_dirs(cfg, job)
+    if not dirs and job.gpus:
+        rec = gpusummary.node_record(cluster=job.cluster, job_id=job.job_id, run=job.run, node=job.node,
+                                     source=configured, interval_s=cfg.interval_s,
+                                     gpus=gpusummary.empty_gpus(job.gpus), flags=["no-sampler"])
+        transport.deliver(cfg, rec)
+    for d in dirs:
+        flags = []
+        stopped = sampler.stop(d)
+        meta, lines, error = sampler.read_state(d)
+        if error:
+            flags.append("source-unavailable")
+        elif stopped:
+            flags.append(stopped)
+        if not lines:
+            flags.append("no-samples")
+        if meta:
+            gpus, source, interval = gpusummary.summarize(meta, lines), meta["source"], meta["interval_s"]
+        else:
+            gpus, source, interval = gpusummary.empty_gpus(job.gpus), configured, cfg.interval_s
+        rec = gpusummary.node_record(cluster=job.cluster, job_id=job.job_id, run=sampler.run_of(d), node=job.node,
+                                     source=source, interval_s=interval, gpus=gpus, flags=flags,
+                                     started=(meta or {}).get("started"), note=error)
+        transport.deliver(cfg, rec)
+        shutil.rmtree(d, ignore_errors=True)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: sk hook jobcomp|prolog|epilog   (run by Slurm; see contrib/slurm/README.md)")
@@ -126,9 +193,10 @@ def main(argv: list[str]) -> int:
     try:
         if argv[0] == "jobcomp":
             return jobcomp(env)
-        if argv[0] in ("prolog", "epilog"):
-            # Node sampler not implemented yet (issue 4): succeed so the node is never drained.
-            return 0
+        if argv[0] == "prolog":
+            return prolog(env)
+        if argv[0] == "epilog":
+            return epilog(env)
     except Exception as exc:
         print(f"sk hook {argv[0]}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 0

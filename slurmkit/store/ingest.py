@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurmkit.accounting import record, spool
+from slurmkit.store import gpus
 from slurmkit.store.db import Store
 
 JOB_COLUMNS = ("cluster", "job_id", "run", "array_job_id", "array_task_id", "het_job_id", "het_job_offset",
@@ -47,26 +48,32 @@ def ingest(store: Store, spool_dir: str | Path, batch: int = 500) -> IngestResul
         files = spool.pending(d)
         sql = _upsert_sql()
         for start in range(0, len(files), batch):
-            rows, done = [], []
+            rows, gpu_rows, done = [], [], []
             for path in files[start:start + batch]:
                 try:
                     rec = json.loads(path.read_bytes())
-                    reason = record.validate(rec)
+                    reason = gpus.validate(rec) if gpus.is_gpus(rec) else record.validate(rec)
                 except (OSError, ValueError) as exc:
                     reason = f"not valid JSON: {exc}"
                 if reason:
                     spool.quarantine(path, reason)
                     res.quarantined += 1
                     continue
-                rec = {**rec, "ingested_at": int(time.time())}
-                rows.append(tuple(rec.get(c) for c in JOB_COLUMNS))
+                if gpus.is_gpus(rec):  # a node's per-GPU summary (slurmkit/store/gpus.py)
+                    gpu_rows.extend(gpus.rows(rec))
+                else:
+                    rec = {**rec, "ingested_at": int(time.time())}
+                    rows.append(tuple(rec.get(c) for c in JOB_COLUMNS))
                 done.append(path)
-            if not rows:
+            if not done:
                 continue
             if store.dialect == "sqlite":
                 store.conn.execute("BEGIN IMMEDIATE")
             cur = store.conn.cursor()
-            cur.executemany(store.sql(sql), rows)
+            if rows:
+                cur.executemany(store.sql(sql), rows)
+            if gpu_rows:
+                cur.executemany(store.sql(gpus.upsert_sql()), gpu_rows)
             store.conn.commit() if store.dialect == "postgresql" else store.conn.execute("COMMIT")
             for path in done:  # only now, after COMMIT
                 os.unlink(path)

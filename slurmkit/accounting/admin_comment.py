@@ -1,0 +1,86 @@
+"""The AdminComment transport: node GPU summaries kept in Slurm itself, for sites without a shared filesystem.
+
+Format (versioned, compact): one segment per node, ``SK1:`` + base64(gzip(JSON of the "gpus" record)), segments
+separated by ``,``; other text in the comment (e.g. Princeton jobstats' ``JS1:``) is kept. ``,`` and not a space:
+``scontrol show job -o`` separates its fields with spaces, and a base64 segment ending in ``=`` would read as a
+field of its own. Slurm stores AdminComment in its accounting database, so `sk admin reconcile` can read it from
+sacct later (parse_admin_comment).
+
+Slurm 22.05 can only replace AdminComment, so each node's epilog reads, merges and writes it, and then reads it
+back after a pause longer than one read-write (so a concurrent writer that missed our segment has written by
+then) and retries when the segment is gone. That narrows the race between nodes, it cannot close it; the spool
+transport has no such race and stays the default.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import gzip
+import json
+import random
+import re
+import subprocess
+import time
+
+from slurmkit.accounting import scontrol
+
+PREFIX = "SK1:"
+_SEGMENT = re.compile(r"SK1:[A-Za-z0-9+/=]*")
+
+
+def encode(rec: dict) -> str:
+    raw = json.dumps(rec, sort_keys=True, separators=(",", ":")).encode()
+    return PREFIX + base64.b64encode(gzip.compress(raw, mtime=0)).decode()
+
+
+def parse_admin_comment(text: str | None) -> list[dict]:
+    """Every slurmkit node record in an AdminComment (foreign text is ignored). Raises ValueError naming a
+    segment that starts with SK1: but does not decode."""
+    out = []
+    for token in re.split(r"[,\s]+", text or ""):
+        if not token.startswith(PREFIX):
+            continue
+        try:
+            rec = json.loads(gzip.decompress(base64.b64decode(token[len(PREFIX):], validate=True)))
+        except (binascii.Error, OSError, EOFError, ValueError) as exc:
+            raise ValueError(f"AdminComment segment {token[:24]}... does not decode ({exc})") from None
+        if not isinstance(rec, dict):
+            raise ValueError(f"AdminComment segment {token[:24]}... is not a JSON object")
+        out.append(rec)
+    return out
+
+
+def merge(existing: str, rec: dict) -> str:
+    """`existing` with the segment of rec's node and run replaced by rec's (a re-run epilog never duplicates)."""
+    keep = []
+    for token in filter(None, re.split(r",", existing or "")):
+        token = token.strip()
+        if token.startswith(PREFIX):
+            try:
+                old = parse_admin_comment(token)[0]
+                if (old.get("node"), old.get("run")) == (rec["node"], rec["run"]):
+                    continue
+            except ValueError:
+                pass  # a segment we cannot read is kept: it is not ours to delete
+        keep.append(token)
+    return ",".join([*keep, encode(rec)])
+
+
+def _current(job_id: int) -> str:
+    return scontrol.show_job(job_id).get("AdminComment", "")
+
+
+def deliver(rec: dict, attempts: int = 5, settle_s: float = 1.0, timeout_s: float = 10.0) -> None:
+    """Add rec to its job's AdminComment (root or SlurmUser only). Raises RuntimeError when it did not stick."""
+    mine = encode(rec)
+    for _ in range(attempts):
+        value = merge(_current(rec["job_id"]), rec)
+        res = subprocess.run(["scontrol", "update", f"job={rec['job_id']}", f"AdminComment={value}"],
+                             capture_output=True, text=True, timeout=timeout_s)
+        if res.returncode != 0:
+            raise RuntimeError(f"scontrol update job={rec['job_id']} AdminComment=...: {res.stderr.strip()}")
+        time.sleep(settle_s * (1 + random.random()))
+        if mine in _SEGMENT.findall(_current(rec["job_id"])):
+            return
+    raise RuntimeError(f"AdminComment of job {rec['job_id']} lost our segment {attempts} times")

@@ -1,0 +1,105 @@
+"""GPU metric sources behind one interface: resolve a job's GPUs to an identity once, then sample them.
+
+The per-job sampler (slurmkit/accounting/sampler.py) asks a source for the GPUs Slurm allocated (Slurm's GPU
+indices from SLURM_JOB_GPUS), records each GPU's UUID and PCI bus id, and samples utilization, memory, power and
+the energy counter every interval. Sources:
+
+* ``nvml``: real NVIDIA GPUs through nvidia-ml-py (metrics/nvml.py). No NVIDIA GPU exists on the machines this
+  project is developed on: that path is tested only against a fake ``pynvml`` module implementing the documented
+  functions (tests/test_metrics_nvml.py).
+* ``simulated``: replays a deterministic trace (metrics/simulated.py) for machines without GPUs (devcluster,
+  tests, demos). Its GPUs have UUIDs ``SIMULATED-<node>-<index>`` and every record says source=simulated, so its
+  numbers are never mistaken for measurements. ``auto`` never falls back to it.
+* ``dcgm`` and ``slurm`` (gres/gpuutil) are NOT implemented: DCGM job statistics need a running host engine and
+  Slurm's gres/gpuutil needs Slurm >= 23.02 built with NVML; neither can be exercised here. Choosing them gives a
+  clearly flagged record without metrics (SourceUnavailable), never made-up numbers.
+
+Only the standard library is imported here; nvml/simulated modules are imported by open_source() on demand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+SOURCES = ("nvml", "simulated")  # implemented; "auto" means nvml
+NOT_IMPLEMENTED = {
+    "dcgm": "DCGM job statistics are not implemented (no host engine to test against); use nvml",
+    "slurm": "Slurm gres/gpuutil needs Slurm >= 23.02 built with NVML and is not implemented; use nvml",
+}
+
+
+class SourceUnavailable(Exception):
+    """The source cannot be used on this node (no driver, unknown GPU, not implemented). The message says why."""
+
+
+@dataclass
+class Gpu:
+    """One allocated GPU. `index` is Slurm's index on the node (SLURM_JOB_GPUS); identity is uuid / pci_bus_id."""
+
+    index: int
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    model: str | None = None
+    mem_total_mib: int | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Sample:
+    """One reading of one GPU. None where the device does not support the metric."""
+
+    util_pct: float | None
+    mem_used_mib: float | None
+    power_w: float | None
+    energy_mj: int | None  # cumulative energy counter (NVML: millijoules since the driver loaded)
+
+    def as_list(self) -> list:
+        return [self.util_pct, self.mem_used_mib, self.power_w, self.energy_mj]
+
+
+class MetricSource(Protocol):
+    """What the sampler needs from a source."""
+
+    name: str
+
+    def open(self, indices: list[int]) -> list[Gpu]:
+        """Resolve Slurm GPU indices to GPUs (raises SourceUnavailable)."""
+        ...
+
+    def sample(self) -> list[Sample | None]:
+        """One reading per opened GPU, in open() order; None for a GPU that could not be read this time."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def parse_gpu_map(text: str | None) -> dict[int, str]:
+    """`SK_GPU_MAP` ("0=GPU-8b55...,1=00000000:07:00.0"): Slurm index -> UUID or PCI bus id, set by admins where
+    Slurm's GPU order is not the device-minor order (see metrics/nvml.py). Raises ValueError naming the entry."""
+    out: dict[int, str] = {}
+    for item in filter(None, (x.strip() for x in (text or "").split(","))):
+        idx, sep, ident = item.partition("=")
+        if not sep or not idx.strip().isdigit() or not ident.strip():
+            raise ValueError(f"SK_GPU_MAP entry {item!r}: expected INDEX=UUID or INDEX=PCI_BUS_ID")
+        out[int(idx)] = ident.strip()
+    return out
+
+
+def open_source(name: str, *, key: str, node: str, interval_s: float, trace: str | None = None,
+                gpu_map: dict[int, str] | None = None) -> MetricSource:
+    """The source called `name` (site config accounting.metric_source). `key` identifies the job run
+    (cluster/job/run) and seeds the simulated source; raises SourceUnavailable."""
+    if name in ("nvml", "auto"):
+        from slurmkit.accounting.metrics.nvml import NvmlSource
+
+        return NvmlSource(gpu_map=gpu_map)
+    if name == "simulated":
+        from slurmkit.accounting.metrics.simulated import SimulatedSource
+
+        return SimulatedSource(key=key, node=node, interval_s=interval_s, trace=trace)
+    if name in NOT_IMPLEMENTED:
+        raise SourceUnavailable(NOT_IMPLEMENTED[name])
+    raise SourceUnavailable(f"unknown metric source {name!r} (expected auto, nvml or simulated)")

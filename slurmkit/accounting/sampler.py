@@ -1,0 +1,322 @@
+"""The per-job GPU sampler: started detached by `sk hook prolog`, stopped by `sk hook epilog`.
+
+Why detached: Slurm waits for the Prolog before it starts the job, so the prolog double-forks (setsid between
+the forks) and returns as soon as the sampler's pid file is written; the sampler then opens the metric source
+(NVML start-up can take seconds) on its own time. Why a file per job: the samples must outlive the sampler. Each
+reading is one appended JSON line, so a sampler that crashes or is killed loses at most the reading it was
+writing, and the epilog summarizes whatever is on disk.
+
+State (node-local), one directory per job run and node, so two slurmd on one host never share it:
+``$SK_STATE_DIR/<SLURMD_NODENAME>/<cluster>-<job id>-<run>/`` with ``sampler.pid`` ("pid starttime", so a
+recycled pid is never signalled), ``meta.json`` (the GPUs as resolved), ``samples.jsonl``, ``sampler.err`` (why
+no source could be opened) and ``sampler.log`` (the sampler's own stderr).
+
+Configuration comes from the environment the hook wrapper exports (the hooks never read the YAML site config):
+SK_STATE_DIR, SK_SAMPLE_INTERVAL (accounting.sample_interval_s), SK_METRIC_SOURCE (accounting.metric_source),
+SK_SIM_TRACE (accounting.simulated_trace), SK_GPU_MAP (see metrics/nvml.py), SK_TRANSPORT
+(accounting.transport), SK_SPOOL (accounting.spool_dir), SK_SAMPLER_MAX_S (a sampler whose epilog never came
+stops after this long).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_STATE_DIR = "/var/lib/slurmkit/sampler"
+DEFAULT_SPOOL = "/var/spool/slurmkit"
+DEFAULT_INTERVAL_S = 10.0
+DEFAULT_MAX_S = 30 * 86400
+PID, META, SAMPLES, ERROR, LOG = "sampler.pid", "meta.json", "samples.jsonl", "sampler.err", "sampler.log"
+
+
+def _float_env(env: dict[str, str], key: str, default: float, problems: list[str]) -> float:
+    raw = env.get(key)
+    if raw in (None, ""):
+        return default
+    try:
+        value = float(raw)
+        if value > 0:
+            return value
+    except ValueError:
+        pass
+    problems.append(f"{key}={raw!r} is not a positive number; using {default:g}")
+    return default
+
+
+@dataclass
+class NodeConfig:
+    """The node hooks' settings, from the environment (see the module docstring)."""
+
+    state_dir: Path
+    spool_dir: str
+    interval_s: float
+    source: str
+    trace: str | None
+    gpu_map: str | None
+    transport: str
+    max_s: float
+    problems: list[str] = field(default_factory=list)  # logged by the hook; defaults are used instead
+
+    @classmethod
+    def from_env(cls, env: dict[str, str]) -> NodeConfig:
+        problems: list[str] = []
+        transport = env.get("SK_TRANSPORT") or "spool"
+        if transport not in ("spool", "admin_comment"):
+            problems.append(f"SK_TRANSPORT={transport!r} is not spool or admin_comment; using spool")
+            transport = "spool"
+        return cls(state_dir=Path(env.get("SK_STATE_DIR") or DEFAULT_STATE_DIR),
+                   spool_dir=env.get("SK_SPOOL") or DEFAULT_SPOOL,
+                   interval_s=_float_env(env, "SK_SAMPLE_INTERVAL", DEFAULT_INTERVAL_S, problems),
+                   source=env.get("SK_METRIC_SOURCE") or "auto", trace=env.get("SK_SIM_TRACE") or None,
+                   gpu_map=env.get("SK_GPU_MAP") or None, transport=transport,
+                   max_s=_float_env(env, "SK_SAMPLER_MAX_S", DEFAULT_MAX_S, problems), problems=problems)
+
+
+def parse_gpu_list(text: str | None) -> list[int]:
+    """SLURM_JOB_GPUS ("0,1,4" or "0-3,6") -> sorted indices. Raises ValueError on anything else."""
+    out: set[int] = set()
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        lo, sep, hi = part.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise ValueError(f"SLURM_JOB_GPUS={text!r}: {part!r} is not a GPU index")
+        out.update(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+    return sorted(out)
+
+
+@dataclass
+class JobRun:
+    """The job run as the node hooks see it (Slurm's Prolog/Epilog variables)."""
+
+    cluster: str
+    job_id: int
+    run: int
+    node: str
+    gpus: list[int]
+
+    @property
+    def key(self) -> str:
+        return f"{self.cluster}/{self.job_id}/{self.run}"
+
+    @classmethod
+    def from_env(cls, env: dict[str, str]) -> JobRun:
+        """Raises ValueError naming the variable that is missing or malformed."""
+        job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or ""
+        if not job.isdigit():
+            raise ValueError(f"SLURM_JOB_ID={job!r} is not a job id; not run by Slurm?")
+        node = env.get("SLURMD_NODENAME") or ""
+        if not node or "/" in node:
+            raise ValueError(f"SLURMD_NODENAME={node!r} is not a node name")
+        restarts = env.get("SLURM_JOB_RESTART_COUNT") or env.get("SLURM_RESTART_COUNT") or "0"
+        return cls(cluster=env.get("SLURM_CLUSTER_NAME") or "", job_id=int(job),
+                   run=int(restarts) if restarts.isdigit() else 0, node=node,
+                   gpus=parse_gpu_list(env.get("SLURM_JOB_GPUS")))
+
+
+def node_dir(cfg: NodeConfig, node: str) -> Path:
+    return cfg.state_dir / node
+
+
+def job_dir(cfg: NodeConfig, job: JobRun) -> Path:
+    return node_dir(cfg, job.node) / f"{job.cluster}-{job.job_id}-{job.run}"
+
+
+def job_dirs(cfg: NodeConfig, job: JobRun) -> list[Path]:
+    """Every run's state of this job on this node. The epilog cannot trust its own SLURM_JOB_RESTART_COUNT:
+    after `scontrol requeue` Slurm 22.05 passes the already incremented count to the epilog of the old run."""
+    d = node_dir(cfg, job.node)
+    prefix = f"{job.cluster}-{job.job_id}-"
+    found = [p for p in d.glob(f"{prefix}*") if p.name[len(prefix):].isdigit()] if d.is_dir() else []
+    return sorted(found, key=lambda p: int(p.name[len(prefix):]))
+
+
+def run_of(path: Path) -> int:
+    return int(path.name.rsplit("-", 1)[1])
+
+
+# ------------------------------------------------------------------ process identity
+
+
+def _proc_start(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot) or None when it is gone or a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def _read_pid(d: Path) -> tuple[int, str] | None:
+    try:
+        pid, start = (d / PID).read_text().split()
+        return int(pid), start
+    except (OSError, ValueError):
+        return None
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def alive(d: Path) -> bool:
+    got = _read_pid(d)
+    return bool(got) and _proc_start(got[0]) == got[1]  # type: ignore[index]
+
+
+# ------------------------------------------------------------------ prolog side
+
+
+def start_detached(cfg: NodeConfig, job: JobRun) -> Path:
+    """Create the job's state directory and start the sampler in its own session. Returns when the pid file
+    exists (a few milliseconds); the sampler itself never returns here."""
+    d = job_dir(cfg, job)
+    d.mkdir(parents=True, exist_ok=True, mode=0o750)
+    pid = os.fork()
+    if pid:
+        os.waitpid(pid, 0)
+        return d
+    # First child: new session (no controlling terminal, not in slurmd's process group), fork again, record
+    # the sampler's pid and start time, exit so the sampler is re-parented and never becomes our zombie.
+    try:
+        os.setsid()
+        grandchild = os.fork()
+        if grandchild:
+            start = None
+            for _ in range(200):
+                start = _proc_start(grandchild)
+                if start:
+                    break
+                time.sleep(0.001)
+            _write_atomic(d / PID, f"{grandchild} {start}\n")
+            os._exit(0)
+        _become_daemon(d)
+        code = run(cfg, job, d)
+    except BaseException:  # a forked child must never return into the hook
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    os._exit(code)
+
+
+def _become_daemon(d: Path) -> None:
+    os.chdir("/")
+    os.umask(0o027)
+    null = os.open(os.devnull, os.O_RDONLY)
+    log = os.open(d / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.closerange(3, 65536)  # Slurm's and the wrapper's descriptors (a pipe held open would stall them)
+    sys.stdout = os.fdopen(1, "w", buffering=1)
+    sys.stderr = os.fdopen(2, "w", buffering=1)
+
+
+# ------------------------------------------------------------------ the sampler
+
+
+def _wanted(d: Path) -> bool:
+    """The epilog removes the job directory when done: a sampler whose directory or pid file is gone (or
+    names another process) has no job any more."""
+    got = _read_pid(d)
+    return d.is_dir() and (got is None or got[0] == os.getpid())
+
+
+def run(cfg: NodeConfig, job: JobRun, d: Path) -> int:
+    """Open the source, write meta.json, then append one line per reading until SIGTERM (from the epilog)."""
+    from slurmkit.accounting.metrics import SourceUnavailable, open_source, parse_gpu_map
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        src = open_source(cfg.source, key=job.key, node=job.node, interval_s=cfg.interval_s, trace=cfg.trace,
+                          gpu_map=parse_gpu_map(cfg.gpu_map))
+        gpus = src.open(job.gpus)
+    except (SourceUnavailable, ValueError) as exc:
+        _write_atomic(d / ERROR, f"{exc}\n")
+        return 0
+    meta = {"version": 1, "cluster": job.cluster, "job_id": job.job_id, "run": job.run, "node": job.node,
+            "source": src.name, "interval_s": cfg.interval_s, "started": time.time(),
+            "gpus": [g.as_dict() for g in gpus]}
+    _write_atomic(d / META, json.dumps(meta) + "\n")
+    fd = os.open(d / SAMPLES, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+    deadline = time.monotonic() + cfg.max_s
+    next_t = time.monotonic()
+    try:
+        while True:
+            _append(fd, src)
+            next_t += cfg.interval_s
+            now = time.monotonic()
+            if next_t < now:  # starved of CPU: skip the missed readings, keep the cadence
+                next_t = now + cfg.interval_s - (now - next_t) % cfg.interval_s
+            if signal.sigtimedwait({signal.SIGTERM, signal.SIGINT}, max(0.0, next_t - now)) is not None:
+                _append(fd, src)  # the final reading, at the job's end
+                break
+            if not _wanted(d) or time.monotonic() > deadline:
+                break
+    finally:
+        os.close(fd)
+        src.close()
+    return 0
+
+
+def _append(fd: int, src: object) -> None:
+    readings = src.sample()  # type: ignore[attr-defined]
+    line = json.dumps({"t": round(time.time(), 3), "g": [r.as_list() if r else None for r in readings]},
+                      separators=(",", ":"))
+    os.write(fd, (line + "\n").encode())  # one write per line, O_APPEND: lines never interleave or tear
+
+
+# ------------------------------------------------------------------ epilog side
+
+
+def stop(d: Path, timeout_s: float = 5.0) -> str | None:
+    """Stop the job's sampler. Returns a flag for the record: None (stopped as asked), 'sampler-died' (it was
+    already gone: crashed or killed), 'sampler-killed' (needed SIGKILL), 'no-sampler-pid'."""
+    got = _read_pid(d)
+    if got is None:
+        return "no-sampler-pid"
+    pid, start = got
+    if _proc_start(pid) != start:
+        return "sampler-died"
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if _proc_start(pid) != start:
+            return None
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    return "sampler-killed"
+
+
+def read_state(d: Path) -> tuple[dict | None, list[dict], str | None]:
+    """(meta, readings, error) from a job directory. A torn or garbled line (a killed writer) is skipped."""
+    try:
+        meta = json.loads((d / META).read_text())
+    except (OSError, ValueError):
+        meta = None
+    lines: list[dict] = []
+    try:
+        with open(d / SAMPLES, "rb") as fh:
+            for raw in fh:
+                try:
+                    line = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(line, dict) and isinstance(line.get("g"), list):
+                    lines.append(line)
+    except OSError:
+        pass
+    try:
+        error = (d / ERROR).read_text().strip() or None
+    except OSError:
+        error = None
+    return meta, lines, error
