@@ -99,3 +99,62 @@ def discover(from_dir: str | None, save_dir: str | None, name: str, memory: str 
     for what, why in facts.missing.items():
         click.echo(f"note: {what}: {why}", err=True)
     click.echo(result.yaml(), nl=False)
+
+
+@site.command()
+@site_option
+@json_option
+@click.option("--no-gres-conf", is_flag=True, help="Do not run `slurmd -G` (gres.conf Cores= is then not compared).")
+@handle_errors
+def check(site_path: str | None, as_json: bool, no_gres_conf: bool) -> None:
+    """Compare the site config with the live Slurm and say, for every disagreement, what to change where.
+
+    Reads `scontrol show config`, `scontrol show partition -o`, `scontrol show node -o` and, unless
+    --no-gres-conf, `slurmd -f <slurm.conf> -G -N <node>` for one node of each partition (gres.conf as slurmd
+    reads it). Compares: partitions (exist, node count, MaxTime, DefaultTime, MaxNodes, DefCpuPerGPU,
+    DefMemPerGPU, AllowQos, state), nodes (GPU gres type and count, boards x sockets, cores per socket,
+    threads per core, RealMemory, features, state), gres.conf Cores= against each GPU's CPUs, the cluster name,
+    the Slurm version and the default partition.
+
+    Each finding names the site-config key (file:line) and the Slurm side (slurm.conf/gres.conf), with both
+    values and the fix. ERROR: jobs would be refused, pend forever or bind to the wrong socket. WARNING: the
+    config is more conservative than Slurm, or a default differs.
+
+    \b
+    Examples:
+      sk site check                               (the site config from $SK_SITE or /etc/slurmkit/site.yaml)
+      sk site check --site site_config/devcluster.yaml
+      sk site check --json | jq '.findings[] | select(.severity == "error")'
+
+    Exit status: 0 no errors (warnings may be listed); 1 at least one error; 2 the site config itself is
+    invalid or the command line is wrong; 3 Slurm could not be asked (scontrol missing or the controller down).
+    """
+    from slurmkit import sitecheck
+    from slurmkit.site import find_site_file, site_from_source
+    from slurmkit.yamlsrc import load
+
+    path = find_site_file(site_path)
+    src = load(path)
+    cfg = site_from_source(src)
+    state = sitecheck.collect_live(None if no_gres_conf else cfg)
+    report = sitecheck.check_site(cfg, src, state)
+    if as_json:
+        echo_json(report.to_json())
+    else:
+        click.echo(f"sk site check: {report.site_file} vs Slurm {report.slurm_version} (cluster "
+                   f"{report.cluster}, {state.slurm_conf})")
+        click.echo(f"checked: partitions {', '.join(report.checked['partitions']) or '-'}; nodes "
+                   f"{_hosts(report.checked['nodes'])}; gres.conf via slurmd -G on "
+                   f"{_hosts(report.checked['gres_conf_nodes'])}")
+        for note in report.notes:
+            click.echo(f"note: {note}")
+        for finding in report.findings:
+            click.echo(finding.format())
+        click.echo(f"result: {len(report.errors)} error(s), {len(report.warnings)} warning(s)")
+    raise SystemExit(1 if report.errors else 0)
+
+
+def _hosts(names: list[str]) -> str:
+    import hostlist
+
+    return hostlist.collect_hostlist(names) if names else "-"
