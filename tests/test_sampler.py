@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def _no_sampler_outlives_its_test(tmp_path):
     yield
     for pid_file in tmp_path.glob("state/*/*/" + sampler.PID):
-        if sampler.alive(pid_file.parent):
-            sampler.stop(pid_file.parent, timeout_s=1)
+        if sampler.alive(str(pid_file.parent)):
+            sampler.stop(str(pid_file.parent), timeout_s=1)
 
 # ------------------------------------------------------------------ summaries (hand-computed)
 
@@ -73,7 +73,7 @@ def test_idle_threshold_is_the_reports_and_is_stated_in_the_record():
 
 def test_read_state_skips_a_torn_last_line(tmp_path):
     (tmp_path / sampler.SAMPLES).write_text('{"t":1,"g":[[1,2,3,4]]}\n{"t":2,"g":[[5,6,7,8]]}\n{"t":3,"g":[[9,')
-    _, lines, _ = sampler.read_state(tmp_path)
+    _, lines, _ = sampler.read_state(str(tmp_path))
     assert [ln["t"] for ln in lines] == [1, 2]
 
 
@@ -123,7 +123,7 @@ def _spooled(tmp_path: Path) -> list[dict]:
 
 def _wait_lines(d: Path, n: int) -> None:
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and len(sampler.read_state(d)[1]) < n:
+    while time.monotonic() < deadline and len(sampler.read_state(str(d))[1]) < n:
         time.sleep(0.02)
 
 
@@ -131,7 +131,7 @@ def test_prolog_returns_with_a_live_sampler_and_epilog_summarizes(tmp_path):
     env = _env(tmp_path)
     assert hooks.prolog(env) == 0
     d = tmp_path / "state" / "gpu07" / "testc-4242-0"
-    assert (d / sampler.PID).is_file() and sampler.alive(d)  # written before the prolog returned
+    assert (d / sampler.PID).is_file() and sampler.alive(str(d))  # written before the prolog returned
     _wait_lines(d, 3)
     assert hooks.epilog(env) == 0
     assert not d.exists()
@@ -150,9 +150,9 @@ def test_crashed_sampler_still_gives_a_flagged_summary(tmp_path):
     _wait_lines(d, 2)
     pid = int((d / sampler.PID).read_text().split()[0])
     os.kill(pid, signal.SIGKILL)
-    while sampler.alive(d):
+    while sampler.alive(str(d)):
         time.sleep(0.01)
-    n = len(sampler.read_state(d)[1])
+    n = len(sampler.read_state(str(d))[1])
     hooks.epilog(env)
     [rec] = _spooled(tmp_path)
     assert rec["flags"] == "sampler-died"

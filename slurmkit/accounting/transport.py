@@ -44,7 +44,7 @@ def deliver(cfg: NodeConfig, rec: dict) -> bool:
         _send(cfg, rec)
         return True
     except Exception as exc:
-        keep = node_dir(cfg, rec["node"]) / "undelivered"
+        keep = os.path.join(node_dir(cfg, rec["node"]), "undelivered")
         spool.write(keep, spool_name(rec), rec)
         _log(f"job {rec['job_id']}: could not deliver ({type(exc).__name__}: {exc}); kept in {keep}")
         return False
@@ -53,7 +53,7 @@ def deliver(cfg: NodeConfig, rec: dict) -> bool:
 def flush_undelivered(cfg: NodeConfig, node: str) -> int:
     """Deliver what earlier epilogs on this node could not. Returns how many left."""
     sent = 0
-    for path in spool.pending(node_dir(cfg, node) / "undelivered"):
+    for path in spool.pending(os.path.join(node_dir(cfg, node), "undelivered")):
         try:
             rec = json.loads(path.read_bytes())
         except (OSError, ValueError) as exc:
