@@ -132,6 +132,10 @@ def test_prolog_returns_with_a_live_sampler_and_epilog_summarizes(tmp_path):
     assert hooks.prolog(env) == 0
     d = tmp_path / "state" / "gpu07" / "testc-4242-0"
     assert (d / sampler.PID).is_file() and sampler.alive(str(d))  # written before the prolog returned
+    pid = int((d / sampler.PID).read_text().split()[0])
+    assert os.getsid(pid) not in (os.getsid(0), pid)  # a new session it does not lead: no terminal, no group
+    ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    assert ppid != os.getpid()  # re-parented, never the hook's zombie
     _wait_lines(d, 3)
     assert hooks.epilog(env) == 0
     assert not d.exists()
