@@ -60,6 +60,30 @@ def pg_url() -> str:
     return url  # type: ignore[return-value]
 
 
+@pytest.fixture
+def pg_schema_url(pg_url):
+    """Factory of PostgreSQL URLs whose connections use a fresh schema (search_path), dropped after the test:
+    the test database is shared by every test and helper."""
+    import uuid
+    from urllib.parse import quote
+
+    import psycopg
+
+    made: list[str] = []
+
+    def new() -> str:
+        name = f"sk_test_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{name}"')
+        made.append(name)
+        return pg_url + ("&" if "?" in pg_url else "?") + "options=" + quote(f"-csearch_path={name}")
+
+    yield new
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for name in made:
+            conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+
+
 @pytest.fixture(scope="session")
 def chromium() -> tuple[str, str]:
     browser, driver = shutil.which("chromium"), shutil.which("chromedriver")

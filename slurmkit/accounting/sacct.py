@@ -7,7 +7,10 @@ Requeued jobs: a requeue keeps the job id, and `--duplicates` shows one row per 
 DBIndex (slurmdbd's job_db_inx, increasing with every new run) and its own Submit (the requeue time). There is
 no restart-count field in 22.05 sacct, so a row's `run` is its position among the job's rows in DBIndex order.
 A time window (`-S`) can hide earlier runs of a job (a run ending before the window is not listed, verified
-on 22.05.8), so the run numbers are always computed from a second query by job id without a window.
+on 22.05.8: tests/data/accounting/sacct-window-119.txt), so run numbers come from a second query by job id
+without a window. Only jobs whose first listed run was submitted before the window can have such a hidden run
+(a requeued run's Submit is the requeue time, i.e. the end of the run before it), so only those are queried
+again: a year-long import does not ask sacct twice for every job.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import hostlist
 
@@ -31,10 +34,17 @@ FIELDS = ("JobID", "JobIDRaw", "DBIndex", "Cluster", "User", "UID", "Account", "
 # States of a run that has ended (Slurm 22.05 job_state_string); RUNNING/PENDING/SUSPENDED rows are not records.
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
          "DEADLINE", "REQUEUED", "REVOKED"}
-_JOBID = re.compile(r"^(\d+)(?:_(\d+)|\+(\d+))?$")
+# 125_0 (array task), 131+1 (het job component), 129_[0-4] (an array's tasks that never started: one record).
+_JOBID = re.compile(r"^(\d+)(?:_(\d+)|\+(\d+)|_\[([^\]]*)\])?$")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)$")
 _UNIT_S = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 JOB_ID_CHUNK = 200  # job ids per `sacct -j` call (keeps the command line short)
+
+
+def age_seconds(text: str) -> int | None:
+    """Seconds in an age like `2d`, `36h`, `90m`, `1w`; None when `text` is not one."""
+    m = _DURATION.match(str(text).strip().lower())
+    return int(float(m.group(1)) * _UNIT_S[m.group(2)]) if m else None
 
 
 def to_epoch(value: int | float | str | dt.datetime, *, now: float | None = None, what: str = "--since") -> int:
@@ -48,13 +58,13 @@ def to_epoch(value: int | float | str | dt.datetime, *, now: float | None = None
     text = str(value).strip()
     if text.isdigit():
         return int(text)
-    m = _DURATION.match(text.lower())
-    if m:
-        return int(now - float(m.group(1)) * _UNIT_S[m.group(2)])
+    age = age_seconds(text)
+    if age is not None:
+        return int(now) - age
     try:
         return int(dt.datetime.fromisoformat(text).timestamp())
     except ValueError:
-        raise InputError([Problem(f"{what}: cannot read {text!r} as a time", key=what,
+        raise InputError([Problem(f"cannot read {text!r} as a time", key=what,
                                   hint="use an age like 2d or 12h, a date like 2026-11-01, or 2026-11-01T08:00")]
                          ) from None
 
@@ -65,8 +75,17 @@ def _slurm_time(epoch: int) -> str:
 
 
 def sacct_command(*, since: int | None = None, until: int | None = None, job_ids: Iterable[int] = (),
-                  users: Sequence[str] | None = None, cluster: str | None = None) -> list[str]:
+                  users: Sequence[str] | None = None, cluster: str | None = None,
+                  states: Iterable[str] = ()) -> list[str]:
+    """The sacct call. Without `states`, -S/-E select every run that overlapped the window (running ones too);
+    with them, only runs that were in one of those states in the window: for end states, runs that ENDED in it,
+    including runs that never started (cancelled while pending; 22.05.8, tests/data/accounting/README.md).
+    sacct needs -E with -s (it lists nothing otherwise), so `until` must then be given."""
     cmd = ["sacct", "--duplicates", "--allocations", "-P", "-n", "-o", ",".join(FIELDS)]
+    if states:
+        if until is None:
+            raise ValueError("sacct -s needs an end time (-E)")
+        cmd += ["-s", ",".join(sorted(states))]
     ids = [str(int(j)) for j in job_ids]
     if ids:
         cmd += ["-j", ",".join(ids)]  # without -S, `-j` searches all time (22.05)
@@ -129,18 +148,24 @@ def parse(text: str) -> list[dict[str, str]]:
 
 
 def to_record(row: dict[str, str], run: int, source: str) -> dict:
-    """One job record (the format of slurmkit/accounting/record.py) from one sacct allocation row."""
+    """One job record (the format of slurmkit/accounting/record.py) from one sacct allocation row.
+
+    A run that never started (Start Unknown/None, NodeList "None assigned") has no allocation, whatever
+    NNodes/AllocCPUS say (22.05 prints the request there: 1 node, 1 CPU): 0 nodes, 0 CPUs, 0 GPUs, like the
+    jobcomp hook's record of it.
+    """
     m = _JOBID.match(row["JobID"])
-    array_job = int(m.group(1)) if m and m.group(2) is not None else None
+    array_job = int(m.group(1)) if m and (m.group(2) is not None or m.group(4) is not None) else None
     array_task = int(m.group(2)) if m and m.group(2) is not None else None
     het_job = int(m.group(1)) if m and m.group(3) is not None else None
     het_offset = int(m.group(3)) if m and m.group(3) is not None else None
+    start, end = _time(row["Start"]), _time(row["End"])
     nodes = row["NodeList"] if row["NodeList"] not in ("", "None assigned") else None
+    started = start is not None and nodes is not None
     node_count = _int(row["NNodes"])
     if node_count is None and nodes:
         node_count = len(hostlist.expand_hostlist(nodes))
     gpus, types = record.parse_gpu_tres(row["AllocTRES"])
-    start, end = _time(row["Start"]), _time(row["End"])
     elapsed = _int(row["ElapsedRaw"])
     if elapsed is None and start and end:
         elapsed = max(0, end - start)
@@ -153,9 +178,11 @@ def to_record(row: dict[str, str], run: int, source: str) -> dict:
         # "CANCELLED by 0" -> CANCELLED, like the jobcomp hook's JOBSTATE
         "state": row["State"].split()[0] if row["State"] else None,
         "exit_code": record.exit_code(row["ExitCode"]),
-        "submit_time": _time(row["Submit"]), "start_time": start, "end_time": end, "elapsed_s": elapsed,
-        "nodes": nodes, "node_count": node_count, "cpus": _int(row["AllocCPUS"]),
-        "gpus": gpus, "gpu_types": ",".join(types) or None, "tres": row["AllocTRES"] or None,
+        "submit_time": _time(row["Submit"]), "start_time": start if started else None, "end_time": end,
+        "elapsed_s": elapsed if started else 0,
+        "nodes": nodes, "node_count": node_count if started else 0, "cpus": _int(row["AllocCPUS"]) if started else 0,
+        "gpus": gpus if started else 0, "gpu_types": (",".join(types) or None) if started else None,
+        "tres": (row["AllocTRES"] or None) if started else None,
         "source": source, "flags": None,
     }
 
@@ -182,21 +209,27 @@ def ended(rec: dict) -> bool:
 
 
 def fetch_records(since: int | float | str | dt.datetime, until: int | float | str | dt.datetime | None = None, *,
-                  users: Sequence[str] | None = None, cluster: str | None = None,
-                  source: str = "reconcile") -> list[dict]:
+                  users: Sequence[str] | None = None, cluster: str | None = None, source: str = "reconcile",
+                  run: Callable[[list[str]], str] = run_sacct) -> list[dict]:
     """Records of every job run that ENDED in [since, until), from sacct, with correct run numbers.
 
-    Two queries: one over the window finds the jobs; one by job id (all time) lists all their runs, so that
-    runs are numbered even when an earlier run ended before `since`. Sorted by (cluster, job_id, run).
+    Two queries: one over the window finds the runs; one by job id (all time) lists every run of the jobs that
+    may have an earlier run hidden by the window (first listed Submit before `since`), so that their runs are
+    numbered as they are in Slurm. Sorted by (cluster, job_id, run). `run` executes a sacct command line.
     """
     start = to_epoch(since, what="since")
     stop = to_epoch(until, what="until") if until is not None else None
-    window = parse(run_sacct(sacct_command(since=start, until=stop, users=users, cluster=cluster)))
-    ids = sorted({int(r["JobIDRaw"]) for r in window})
-    rows = []
-    for i in range(0, len(ids), JOB_ID_CHUNK):
-        rows += parse(run_sacct(sacct_command(job_ids=ids[i:i + JOB_ID_CHUNK], users=users, cluster=cluster)))
-    wanted = set(ids)
-    recs = [r for r in number_runs(rows, source) if r["job_id"] in wanted and ended(r)
+    window = parse(run(sacct_command(since=start, until=int(time.time()) + 1 if stop is None else stop,
+                                     users=users, cluster=cluster, states=ENDED)))
+    first_submit: dict[int, int] = {}
+    for r in window:
+        job, submit = int(r["JobIDRaw"]), _time(r["Submit"])
+        first_submit[job] = min(first_submit.get(job, submit or 0), submit or 0)
+    again = sorted(j for j, submit in first_submit.items() if submit < start)
+    requery = set(again)
+    rows = [r for r in window if int(r["JobIDRaw"]) not in requery]
+    for i in range(0, len(again), JOB_ID_CHUNK):
+        rows += parse(run(sacct_command(job_ids=again[i:i + JOB_ID_CHUNK], users=users, cluster=cluster)))
+    recs = [r for r in number_runs(rows, source) if r["job_id"] in first_submit and ended(r)
             and r["end_time"] >= start and (stop is None or r["end_time"] < stop)]
     return sorted(recs, key=lambda r: (r["cluster"], r["job_id"], r["run"]))

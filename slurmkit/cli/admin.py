@@ -1,41 +1,218 @@
-"""`sk admin`: accounting administration (spool -> store)."""
+"""`sk admin`: accounting administration (spool -> store, and the store checked against Slurm's own records)."""
 
 from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
 
 import click
 
 from slurmkit.cli.common import echo_json, handle_errors, json_option, site_option
+from slurmkit.errors import InputError, Problem, StoreError
+
+spool_option = click.option("--spool", "spool_dir", metavar="DIR",
+                            help="Spool directory (default: site accounting.spool_dir).")
+store_option = click.option("--store", "store_url", metavar="URL",
+                            help="SQLite path or postgresql:// URL (default: site accounting.store).")
+timeout_option = click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=30.0,
+                              show_default=True, metavar="SECONDS",
+                              help="How long to wait for a locked or unreachable store before giving up.")
 
 
 @click.group("admin")
 def admin() -> None:
-    """Accounting administration: move hook records from the spool into the store."""
+    """Accounting administration: move hook records from the spool into the store, and check the store
+    against Slurm's accounting database (reconcile, import-sacct)."""
 
 
-@admin.command("ingest")
-@site_option
-@click.option("--spool", "spool_dir", metavar="DIR", help="Spool directory (default: site accounting.spool_dir).")
-@click.option("--store", "store_url", metavar="URL", help="SQLite path or postgresql:// URL (default: site).")
-@json_option
-@handle_errors
-def ingest_cmd(site_path: str | None, spool_dir: str | None, store_url: str | None, as_json: bool) -> None:
-    """Ingest spooled job records into the store (idempotent; safe to rerun or kill).
-
-    \b
-    Example:  sk admin ingest --spool /var/spool/slurmkit --store /var/lib/slurmkit/accounting.db
-    """
-    from slurmkit.store.db import open_store
-    from slurmkit.store.ingest import ingest
-
+def _locations(site_path: str | None, spool_dir: str | None, store_url: str | None) -> tuple[str, str, str | None]:
+    """(spool dir, store URL, admin group): explicit options win; the rest comes from the site config."""
     group = None  # a store created from explicit paths only is readable by its owner alone
     if not (spool_dir and store_url) or site_path:
         from slurmkit.site import resolve_site
 
         acc = resolve_site(site_path).accounting
         spool_dir, store_url, group = spool_dir or acc.spool_dir, store_url or acc.store, acc.admin_group
-    with open_store(store_url, group=group) as store:
-        res = ingest(store, spool_dir)
+    return spool_dir, store_url, group  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def _store_errors(url: str, after: str) -> Iterator[None]:
+    """Driver errors (locked SQLite, PostgreSQL gone) as a StoreError saying what happens to the records."""
+    import sqlite3
+
+    driver_errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
+    try:
+        import psycopg
+
+        driver_errors += (psycopg.Error,)
+    except ImportError:  # pragma: no cover - depends on the installed extras
+        pass
+    try:
+        yield
+    except driver_errors as exc:
+        raise StoreError(f"the accounting store {url} failed: {str(exc).strip()}", hint=after) from exc
+
+
+@admin.command("ingest")
+@site_option
+@spool_option
+@store_option
+@timeout_option
+@json_option
+@handle_errors
+def ingest_cmd(site_path: str | None, spool_dir: str | None, store_url: str | None, timeout_s: float,
+               as_json: bool) -> None:
+    """Ingest spooled job records into the store (idempotent; safe to rerun or kill).
+
+    A record leaves the spool only after the store committed it; if the store is locked or down, the records
+    stay spooled and the next run ingests them. Malformed files go to DIR/quarantine/ with a .reason file.
+
+    \b
+    Examples:
+      sk admin ingest                                     # spool and store from the site config
+      sk admin ingest --spool /var/spool/slurmkit --store /var/lib/slurmkit/accounting.db
+      sk admin ingest --store postgresql://slurmkit@dbhost/accounting --json
+    """
+    from slurmkit.store.db import open_store
+    from slurmkit.store.ingest import ingest
+
+    spool_dir, store_url, group = _locations(site_path, spool_dir, store_url)
+    after = "nothing was lost: the records stay in the spool; run sk admin ingest again once the store is back"
+    with _store_errors(store_url, after):
+        try:
+            store = open_store(store_url, group=group, timeout_s=timeout_s)
+        except StoreError as exc:
+            raise StoreError(exc.message, hint=exc.hint or after) from exc
+        with store:
+            res = ingest(store, spool_dir)
     if as_json:
         echo_json(vars(res))
     else:
         click.echo(f"ingested {res.ingested}, quarantined {res.quarantined}, still spooled {res.remaining}")
+
+
+def _window(since: str, until: str | None) -> tuple[int, int | None]:
+    from slurmkit.accounting.sacct import to_epoch
+
+    now = time.time()
+    start = to_epoch(since, now=now, what="--since")
+    stop = to_epoch(until, now=now, what="--until") if until else None
+    if start >= (stop if stop is not None else now):
+        end = "--until" if stop is not None else "now"
+        raise InputError(Problem(f"--since {since!r} is not before {end}", key="--since",
+                                 hint="give the start of the window first, e.g. --since 2d or --since 2026-11-01"))
+    return start, stop
+
+
+def _chunk_seconds(text: str) -> int:
+    from slurmkit.accounting.sacct import age_seconds
+
+    seconds = age_seconds(text)
+    if seconds is None or seconds < 60:
+        raise InputError(Problem(f"--chunk {text!r} is not a length of at least a minute", key="--chunk",
+                                 hint="use e.g. 1d, 12h or 1w"))
+    return seconds
+
+
+def _run_reconcile(mode: str, site_path: str | None, since: str, until: str | None, store_url: str | None,
+                   spool_dir: str | None, cluster: str | None, chunk: str, dry_run: bool, quiet: bool,
+                   timeout_s: float, as_json: bool) -> None:
+    from slurmkit.accounting.reconcile import reconcile
+    from slurmkit.store.db import open_store
+
+    start, stop = _window(since, until)
+    chunk_s = _chunk_seconds(chunk)
+    spool_dir, store_url, group = _locations(site_path, spool_dir, store_url)
+    progress = None if quiet else (lambda line: click.echo(line, err=True))
+    after = "changes are made per sacct slice in one transaction each; run the same command again"
+    with _store_errors(store_url, after), open_store(store_url, group=group, timeout_s=timeout_s) as store:
+        res = reconcile(store, start, stop, mode=mode, spool_dir=spool_dir, cluster=cluster, dry_run=dry_run,
+                        chunk_s=chunk_s, progress=progress)
+    if as_json:
+        echo_json(res.as_dict())
+        return
+    fmt = "%Y-%m-%d %H:%M"
+    window = f"{time.strftime(fmt, time.localtime(start))} .. " + (
+        time.strftime(fmt, time.localtime(stop)) if stop is not None else "now") + f" ({time.strftime('%Z')})"
+    done = {"insert": "inserted", "renumber": "renumbered", "remove-duplicate": "duplicates removed",
+            "complete": "completed", "refresh": "refreshed", "fill": "filled"}
+    summary = ", ".join(f"{n} {done[action]}" for action, n in sorted(res.counts().items())) or "nothing to change"
+    click.echo(f"{mode} {window}: {res.runs} ended runs in sacct; {'would be: ' if dry_run else ''}{summary}; "
+               f"{res.unchanged} unchanged")
+    if res.spooled:
+        click.echo(f"skipped {res.spooled} runs of jobs with a record still in the spool: run sk admin ingest first")
+    shown = res.changes if dry_run else res.changes[:20]
+    for change in shown:
+        click.echo(f"  {change.describe()}")
+    if len(shown) < len(res.changes):
+        click.echo(f"  ... and {len(res.changes) - len(shown)} more (--json lists every change)")
+    for line in res.conflicts:
+        click.echo(f"conflict: {line}", err=True)
+    if dry_run:
+        click.echo("dry run: the store was not changed")
+
+
+def _window_options(fn):
+    for opt in reversed([
+        site_option,
+        click.option("--since", required=True, metavar="TIME",
+                     help="Start of the window: an age (2d, 36h, 90m) or a local date/time (2026-11-01, "
+                          "2026-11-01T08:00), or epoch seconds."),
+        click.option("--until", metavar="TIME", help="End of the window, same forms (default: now)."),
+        store_option,
+        spool_option,
+        click.option("--cluster", metavar="NAME", help="The Slurm cluster to ask (sacct -M; default: this one)."),
+        click.option("--chunk", default="1d", show_default=True, metavar="LENGTH",
+                     help="Read sacct in slices of this length: one sacct call and one transaction each."),
+        click.option("--dry-run", is_flag=True, help="Show what would change; change nothing."),
+        click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr."),
+        timeout_option,
+        json_option,
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+@admin.command("reconcile")
+@_window_options
+@handle_errors
+def reconcile_cmd(site_path, since, until, store_url, spool_dir, cluster, chunk, dry_run, quiet, timeout_s,
+                  as_json) -> None:
+    """Check the store against Slurm's accounting (sacct) for runs that ended in a window, and fix it.
+
+    Inserts runs the hook missed (source "reconcile"), completes hook records flagged no-scontrol or
+    run-uncertain with the allocation sacct reports, renumbers and de-duplicates the runs of requeued jobs
+    (one row per run, never two), and never replaces a hook record's values with sacct's poorer ones.
+    Idempotent: a second run changes nothing. Jobs with a record still in the spool are skipped.
+
+    \b
+    Examples:
+      sk admin reconcile --since 2d                       # what the systemd timer runs
+      sk admin reconcile --since 2026-11-01 --until 2026-11-08 --dry-run
+      sk admin reconcile --since 12h --json | jq .counts
+    """
+    _run_reconcile("reconcile", site_path, since, until, store_url, spool_dir, cluster, chunk, dry_run, quiet,
+                   timeout_s, as_json)
+
+
+@admin.command("import-sacct")
+@_window_options
+@handle_errors
+def import_sacct_cmd(site_path, since, until, store_url, spool_dir, cluster, chunk, dry_run, quiet, timeout_s,
+                     as_json) -> None:
+    """Backfill the store with job history from Slurm's accounting (sacct), e.g. from before the hooks.
+
+    Every run that ended in the window and that no row describes yet is inserted (source "sacct-import"), with
+    its GPU count and types from AllocTRES (gres/gpu=4,gres/gpu:a100=4). Rows that exist are never changed.
+    GPU utilization is not in sacct: imported runs have no per-GPU metrics. Needs
+    AccountingStorageTRES=gres/gpu (and gres/gpu:<type> for types) in slurm.conf at the time the jobs ran.
+
+    \b
+    Examples:
+      sk admin import-sacct --since 2026-01-01            # one sacct call per day, progress on stderr
+      sk admin import-sacct --since 2026-01-01 --until 2026-07-01 --chunk 1w --dry-run --json
+    """
+    _run_reconcile("import", site_path, since, until, store_url, spool_dir, cluster, chunk, dry_run, quiet,
+                   timeout_s, as_json)

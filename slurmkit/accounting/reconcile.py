@@ -1,0 +1,338 @@
+"""`sk admin reconcile` and `sk admin import-sacct`: bring the store in line with Slurm's accounting database.
+
+The jobcomp hook's record is the richest one (taken from the controller the moment the job ended), but a hook
+can be missing (not installed yet, controller crash, record lost) or incomplete (flagged `no-scontrol`, or
+`run-uncertain` when the job moved on before the hook ran). sacct is the authority on which runs exist and how
+they are numbered (slurmkit/accounting/sacct.py). A store row and a sacct run are the same run when they
+started at the same second (or, for a run that never started, ended at the same second): run numbers may
+differ, times cannot.
+
+reconcile, for every run sacct lists as ended in the window:
+  * no row describes it: insert sacct's record (source `reconcile`);
+  * a row under another run number describes it: renumber the row (requeues; `no-scontrol` records, whose run
+    was unknown); two rows describe it: keep one, remove the other, so a run is never counted twice;
+  * a hook row flagged `no-scontrol` or `run-uncertain`: take the allocation (GPUs, types, TRES, nodes, CPUs)
+    from sacct and flag it `reconciled`; a run that never started has no allocation; any other hook row keeps
+    its values (only empty columns are filled, a non-final state is corrected): poorer never replaces richer;
+  * a row written by reconcile or import-sacct: refreshed from sacct.
+import-sacct only inserts runs that no row describes: a history backfill never changes what is there.
+Both are idempotent (a second run changes nothing), skip jobs that still have a record in the spool (ingest
+delivers it first) and hold the spool's ingest lock while they work, so ingest and reconcile never interleave.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from slurmkit.accounting import sacct
+from slurmkit.store.db import Store
+from slurmkit.store.ingest import JOB_COLUMNS
+
+KEY = ("cluster", "job_id", "run")
+# Columns sacct can tell; the key, provenance and bookkeeping columns are not compared.
+DATA_COLUMNS = tuple(c for c in JOB_COLUMNS if c not in (*KEY, "source", "flags", "ingested_at"))
+ALLOCATION = ("gpus", "gpu_types", "tres", "nodes", "node_count", "cpus")
+INCOMPLETE = ("no-scontrol", "run-uncertain")  # hook flags that reconcile resolves from sacct
+JOB_ID_CHUNK = 500
+DAY = 86400
+
+
+@dataclass
+class Change:
+    """One change to the store (or, in a dry run, one that would be made)."""
+
+    action: str  # insert | renumber | remove-duplicate | complete | refresh | fill
+    cluster: str
+    job_id: int
+    run: int
+    detail: str
+    from_run: int | None = None
+    values: dict = field(default_factory=dict, repr=False)  # columns to write (insert: the whole record)
+    expect: tuple = ()  # (source, flags) the row had when planned: an update applies only if still so
+
+    def describe(self) -> str:
+        what = f"{self.cluster} job {self.job_id} run {self.run}"
+        if self.from_run is not None and self.from_run != self.run:
+            what += f" (was run {self.from_run})"
+        return f"{self.action:<16} {what}: {self.detail}"
+
+
+@dataclass
+class Result:
+    mode: str
+    since: int
+    until: int | None
+    dry_run: bool
+    runs: int = 0  # ended runs sacct listed in the window
+    unchanged: int = 0
+    spooled: int = 0  # runs of jobs skipped because a record of theirs is still in the spool
+    conflicts: list[str] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for c in self.changes:
+            out[c.action] = out.get(c.action, 0) + 1
+        return out
+
+    def as_dict(self) -> dict:
+        return {"mode": self.mode, "since": self.since, "until": self.until, "dry_run": self.dry_run,
+                "runs_in_sacct": self.runs, "unchanged": self.unchanged, "skipped_spooled": self.spooled,
+                "counts": self.counts(), "conflicts": self.conflicts,
+                "changes": [{k: v for k, v in asdict(c).items() if k not in ("values", "expect")}
+                            for c in self.changes]}
+
+
+def _same_run(row: dict, rec: dict) -> bool:
+    if rec["start_time"] is not None:
+        return row["start_time"] == rec["start_time"]
+    return row["start_time"] in (None, rec["end_time"]) and row["end_time"] == rec["end_time"]
+
+
+def _rank(row: dict, run: int) -> tuple:
+    """Which of several rows describing one run to keep: the one already at sacct's number, then the richest."""
+    flags = set((row["flags"] or "").split(","))
+    return (row["run"] == run, row["source"] == "jobcomp", not flags & set(INCOMPLETE))
+
+
+def _gpus(rec: dict) -> str:
+    return f"{rec['gpus']} x {rec['gpu_types']}" if rec["gpu_types"] else f"{rec['gpus']} GPUs"
+
+
+def _update(row: dict, rec: dict, mode: str) -> Change | None:
+    """The content change (if any) that reconcile makes to `row`, which describes sacct's run `rec`."""
+    flags = [f for f in (row["flags"] or "").split(",") if f]
+    if row["source"] in ("reconcile", "sacct-import"):
+        values = {c: rec[c] for c in DATA_COLUMNS if row[c] != rec[c]}
+        action, detail = "refresh", "sacct changed: " + ", ".join(sorted(values))
+    else:
+        values = {c: rec[c] for c in DATA_COLUMNS if row[c] is None and rec[c] is not None}
+        action, detail = "fill", "empty columns from sacct: " + ", ".join(sorted(values))
+        if row["state"] not in sacct.ENDED:  # hooks before the requeue fix wrote PENDING for a requeued run
+            values["state"] = rec["state"]
+        resolved = [f for f in flags if f in INCOMPLETE]
+        never_started = rec["start_time"] is None and rec["nodes"] is None
+        if never_started and any(row[c] != rec[c] for c in (*ALLOCATION, "start_time")):
+            # Hooks before the fix took a pending job's *requested* TRES from scontrol: it had no allocation.
+            values.update({c: rec[c] for c in (*ALLOCATION, "start_time", "elapsed_s") if row[c] != rec[c]})
+            action, detail = "complete", "never started: no allocation (sacct has no AllocTRES for it)"
+        if resolved:
+            values.update({c: rec[c] for c in ALLOCATION if row[c] != rec[c]})
+            values["flags"] = ",".join([*(f for f in flags if f not in INCOMPLETE), "reconciled"])
+            action, detail = "complete", f"{'+'.join(resolved)} record: allocation from sacct ({_gpus(rec)})"
+    if not values:
+        return None
+    return Change(action, row["cluster"], row["job_id"], rec["run"], detail, values=values,
+                  expect=(row["source"], row["flags"]))
+
+
+def plan_job(rows: list[dict], recs: list[dict], mode: str) -> tuple[list[Change], list[str], int]:
+    """(changes, conflicts, unchanged) for one job: its store rows and the ended runs sacct listed for it."""
+    changes: list[Change] = []
+    conflicts: list[str] = []
+    unchanged = 0
+    claimed: dict[int, list[dict]] = {}
+    matched: set[int] = set()
+    for rec in recs:  # each row describes at most one run
+        claimed[rec["run"]] = [r for r in rows if id(r) not in matched and _same_run(r, rec)]
+        matched.update(id(r) for r in claimed[rec["run"]])
+    foreign = {r["run"]: r for r in rows if id(r) not in matched}  # rows of runs outside the window, or odd ones
+    taken = {r["run"] for r in rows}  # run numbers in use once the changes below are made
+    missing = []
+    for rec in recs:
+        k, cands = rec["run"], claimed[rec["run"]]
+        if not cands:
+            missing.append(rec)
+            continue
+        if mode == "import":  # a backfill changes nothing that is there
+            unchanged += 1
+            continue
+        keep = max(cands, key=lambda r: _rank(r, k))
+        for other in cands:
+            if other is not keep:
+                changes.append(Change("remove-duplicate", other["cluster"], other["job_id"], other["run"],
+                                      f"describes the same run as run {keep['run']} ({other['source']} row)",
+                                      expect=(other["source"], other["flags"])))
+                taken.discard(other["run"])
+        if keep["run"] != k:
+            if k in foreign:
+                conflicts.append(f"{rec['cluster']} job {rec['job_id']} run {k}: the row under run {keep['run']} "
+                                 f"describes it, but run {k} holds a row of another run (start "
+                                 f"{foreign[k]['start_time']}); left alone")
+                continue
+            changes.append(Change("renumber", keep["cluster"], keep["job_id"], k,
+                                  f"sacct numbers this run {k} (start {rec['start_time']})", from_run=keep["run"],
+                                  expect=(keep["source"], keep["flags"])))
+            taken.discard(keep["run"])
+            taken.add(k)
+        update = _update(keep, rec, mode)
+        if update:
+            changes.append(update)
+        elif keep["run"] == k:
+            unchanged += 1
+    for rec in missing:
+        k = rec["run"]
+        if k in taken:
+            conflicts.append(f"{rec['cluster']} job {rec['job_id']} run {k} (start {rec['start_time']}) is not in the "
+                             f"store, and run {k} there describes another run"
+                             + ("; sk admin reconcile renumbers it" if mode == "import" else "; left alone"))
+            continue
+        taken.add(k)
+        changes.append(Change("insert", rec["cluster"], rec["job_id"], k,
+                              f"{rec['state']}, {_gpus(rec)}, missing from the store", values=rec))
+    return changes, conflicts, unchanged
+
+
+def spooled_jobs(spool_dir: str | Path | None) -> set[tuple[str, int]]:
+    """(cluster, job id) of every job record waiting in the spool (file names job-<cluster>-<id>-<run>-<ns>)."""
+    out: set[tuple[str, int]] = set()
+    if not spool_dir or not os.path.isdir(spool_dir):
+        return out
+    for name in os.listdir(spool_dir):
+        if name.startswith("job-") and name.endswith(".json"):
+            parts = name[4:-5].rsplit("-", 3)
+            if len(parts) == 4 and parts[1].isdigit():
+                out.add((parts[0], int(parts[1])))
+    return out
+
+
+@contextlib.contextmanager
+def ingest_lock(spool_dir: str | Path | None) -> Iterator[None]:
+    """The lock `sk admin ingest` holds (slurmkit/store/ingest.py), so reconcile never interleaves with it."""
+    if not spool_dir or not os.path.isdir(spool_dir):
+        yield
+        return
+    with open(os.path.join(spool_dir, ".ingest.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def load_rows(store: Store, keys: list[tuple[str, int]]) -> dict[tuple[str, int], list[dict]]:
+    """Store rows of the given (cluster, job id)s."""
+    cols = (*KEY, *DATA_COLUMNS, "source", "flags")
+    out: dict[tuple[str, int], list[dict]] = {}
+    by_cluster: dict[str, list[int]] = {}
+    for cluster, job_id in keys:
+        by_cluster.setdefault(cluster, []).append(job_id)
+    for cluster, ids in by_cluster.items():
+        for i in range(0, len(ids), JOB_ID_CHUNK):
+            chunk = ids[i:i + JOB_ID_CHUNK]
+            cur = store.execute(f"SELECT {', '.join(cols)} FROM jobs WHERE cluster = ? AND job_id IN "
+                                f"({', '.join('?' for _ in chunk)})", [cluster, *chunk])
+            for values in cur.fetchall():
+                row = dict(zip(cols, values, strict=True))
+                out.setdefault((row["cluster"], row["job_id"]), []).append(row)
+    if store.dialect == "postgresql":
+        store.conn.commit()  # end the read transaction
+    return out
+
+
+def plan(store: Store, recs: list[dict], mode: str, spooled: set[tuple[str, int]], result: Result) -> None:
+    """Add to `result` the changes that bring the store in line with `recs` (sacct's ended runs)."""
+    by_job: dict[tuple[str, int], list[dict]] = {}
+    for rec in recs:
+        by_job.setdefault((rec["cluster"], rec["job_id"]), []).append(rec)
+    result.runs += len(recs)
+    rows = load_rows(store, [k for k in by_job if k not in spooled])
+    for key, job_recs in by_job.items():
+        if key in spooled:
+            result.spooled += len(job_recs)
+            continue
+        changes, conflicts, unchanged = plan_job(rows.get(key, []), job_recs, mode)
+        result.changes += changes
+        result.conflicts += conflicts
+        result.unchanged += unchanged
+
+
+def apply(store: Store, changes: list[Change], source: str) -> list[str]:
+    """Make `changes` in one transaction. Returns what could not be applied because the row changed since it was
+    planned (ingest is locked out, but an ingest of another spool or a hand edit is not)."""
+    stale = []
+    now = int(time.time())
+    insert_cols = ", ".join(JOB_COLUMNS)
+    insert_sql = (f"INSERT INTO jobs ({insert_cols}) VALUES ({', '.join('?' for _ in JOB_COLUMNS)}) "
+                  "ON CONFLICT (cluster, job_id, run) DO NOTHING")
+    guard = "cluster = ? AND job_id = ? AND run = ? AND source = ? AND COALESCE(flags, '') = ?"
+    if store.dialect == "sqlite":
+        store.conn.execute("BEGIN IMMEDIATE")
+    try:
+        renumbers = [c for c in changes if c.action == "renumber"]
+        for c in changes:
+            if c.action == "remove-duplicate":
+                cur = store.execute(f"DELETE FROM jobs WHERE {guard}",
+                                    (c.cluster, c.job_id, c.run, c.expect[0], c.expect[1] or ""))
+                if cur.rowcount != 1:
+                    stale.append(c.describe())
+        # Two steps through negative numbers, so that swapping two runs never collides on the primary key.
+        for c in renumbers:
+            cur = store.execute(f"UPDATE jobs SET run = ? WHERE {guard}",
+                                (-1 - c.run, c.cluster, c.job_id, c.from_run, c.expect[0], c.expect[1] or ""))
+            if cur.rowcount != 1:
+                stale.append(c.describe())
+        for c in renumbers:
+            store.execute("UPDATE jobs SET run = ? WHERE cluster = ? AND job_id = ? AND run = ?",
+                          (c.run, c.cluster, c.job_id, -1 - c.run))
+        for c in changes:
+            if c.action == "insert":
+                rec = {**c.values, "source": source, "flags": None, "ingested_at": now}
+                cur = store.execute(insert_sql, tuple(rec.get(col) for col in JOB_COLUMNS))
+                if cur.rowcount != 1:
+                    stale.append(c.describe())
+            elif c.action in ("complete", "refresh", "fill"):
+                cols = sorted(c.values)
+                cur = store.execute(f"UPDATE jobs SET {', '.join(f'{col} = ?' for col in cols)} WHERE {guard}",
+                                    (*(c.values[col] for col in cols), c.cluster, c.job_id, c.run,
+                                     c.expect[0], c.expect[1] or ""))
+                if cur.rowcount != 1:
+                    stale.append(c.describe())
+    except BaseException:
+        store.conn.rollback() if store.dialect == "postgresql" else store.conn.execute("ROLLBACK")
+        raise
+    store.conn.commit() if store.dialect == "postgresql" else store.conn.execute("COMMIT")
+    return stale
+
+
+def slices(since: int, until: int, chunk_s: int) -> list[tuple[int, int]]:
+    out, t = [], since
+    while t < until:
+        out.append((t, min(until, t + chunk_s)))
+        t += chunk_s
+    return out
+
+
+def reconcile(store: Store, since: int, until: int | None = None, *, mode: str = "reconcile",
+              spool_dir: str | Path | None = None, cluster: str | None = None, dry_run: bool = False,
+              chunk_s: int = DAY, progress: Callable[[str], None] | None = None,
+              fetch: Callable[..., list[dict]] = sacct.fetch_records) -> Result:
+    """Reconcile (mode "reconcile") or backfill (mode "import") the runs that ended in [since, until).
+
+    The window is read from sacct in slices of `chunk_s` (one sacct call each, so a year-long import neither
+    holds a year of rows in memory nor goes silent); each slice is planned and applied in one transaction.
+    """
+    if mode not in ("reconcile", "import"):
+        raise ValueError(f"mode must be reconcile or import, not {mode!r}")
+    source = "reconcile" if mode == "reconcile" else "sacct-import"
+    stop = int(time.time()) if until is None else until
+    result = Result(mode, since, until, dry_run)
+    parts = slices(since, stop, chunk_s)
+    for i, (a, b) in enumerate(parts, 1):
+        recs = fetch(a, None if (until is None and b == stop) else b, cluster=cluster, source=source)
+        before = len(result.changes)
+        # The lock is held per slice, not for a whole import: ingest must not wait hours for it.
+        with ingest_lock(None if dry_run else spool_dir):
+            plan(store, recs, mode, spooled_jobs(spool_dir), result)
+            new = result.changes[before:]
+            if new and not dry_run:
+                for line in apply(store, new, source):
+                    result.conflicts.append(f"changed while reconciling, left alone: {line}")
+        if progress and (len(parts) > 1 or recs):
+            progress(f"{mode}: {time.strftime('%Y-%m-%d %H:%M', time.localtime(a))} .. "
+                     f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(b))}: {len(recs)} runs in sacct, "
+                     f"{len(new)} {'changes planned' if dry_run else 'changes'} ({i}/{len(parts)})")
+    return result
