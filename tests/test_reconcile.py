@@ -201,3 +201,14 @@ def test_window_is_checked_before_anything_runs(tmp_path):
                           str(tmp_path / "s.db"), "--spool", str(tmp_path / "spool")], capture_output=True, text=True)
     assert res.returncode == 2 and "is not before now" in res.stderr
     assert not (tmp_path / "s.db").exists()
+
+
+@pytest.mark.parametrize("flag", ["no-scontrol", "run-uncertain"])
+def test_ingest_never_replaces_a_complete_row_with_an_incomplete_record(store, tmp_path, flag):
+    [complete] = hook_rows(124)
+    put(store, tmp_path, [complete])
+    put(store, tmp_path, [{**complete, "gpus": 0, "gpu_types": None, "tres": None, "flags": flag}])
+    [r] = rows(store, 124)
+    assert (r["gpus"], r["flags"]) == (4, None)
+    put(store, tmp_path, [{**complete, "job_name": "newer complete record"}])  # a complete one still replaces
+    assert rows(store, 124)[0]["job_name"] == "newer complete record"

@@ -31,12 +31,19 @@ class IngestResult:
     remaining: int = 0
 
 
+# A hook record without a trustworthy allocation (scontrol failed, or answered about a later run) never replaces
+# a row that has one: e.g. the same spool file ingested again after `sk admin reconcile` completed its row.
+# '%%': psycopg reads a single % as a placeholder; to SQLite's LIKE, %% is two wildcards, i.e. the same pattern.
+_INCOMPLETE = "(COALESCE({t}.flags, '') LIKE '%%no-scontrol%%' OR COALESCE({t}.flags, '') LIKE '%%run-uncertain%%')"
+
+
 def _upsert_sql() -> str:
     cols = ", ".join(JOB_COLUMNS)
     marks = ", ".join("?" for _ in JOB_COLUMNS)
     updates = ", ".join(f"{c} = excluded.{c}" for c in JOB_COLUMNS[3:])
     return (f"INSERT INTO jobs ({cols}) VALUES ({marks}) "
-            f"ON CONFLICT (cluster, job_id, run) DO UPDATE SET {updates}")
+            f"ON CONFLICT (cluster, job_id, run) DO UPDATE SET {updates} "
+            f"WHERE NOT {_INCOMPLETE.format(t='excluded')} OR {_INCOMPLETE.format(t='jobs')}")
 
 
 def ingest(store: Store, spool_dir: str | Path, batch: int = 500) -> IngestResult:
