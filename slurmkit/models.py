@@ -14,9 +14,13 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class Strict(BaseModel):
-    """Unknown keys are errors (with a suggestion), never silently ignored."""
+    """Unknown keys are errors (with a suggestion), never silently ignored.
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=True)
+    defer_build: a model's validator is built when it first validates, not at import, so `sk render` builds only
+    the job spec's (~10 ms) and, with the site config remembered (slurmkit.configcache), often none at all.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=True, defer_build=True)
 
 
 def _fields_at(model: type[BaseModel], path: tuple) -> list[str]:

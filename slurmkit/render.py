@@ -8,9 +8,6 @@ template into an error instead of an empty string. Sites may add or override tem
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +18,7 @@ from slurmkit.errors import Problem, RenderError
 from slurmkit.plan import Plan
 from slurmkit.quoting import Shell, comment, q, sbatch_value, word_with_params, words
 from slurmkit.request import SubmitRequest
+from slurmkit.usercache import cache_dir
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "job_templates"
 MAIN_TEMPLATE = "job.sh.j2"
@@ -71,16 +69,8 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
     import hashlib
 
     key = hashlib.sha1(f"{__version__} {jinja2.__version__} {sorted(_ENV_OPTIONS.items())}".encode()).hexdigest()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = os.path.join(base, "slurmkit", f"jinja-{key[:16]}")
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        st = os.stat(path)
-        if st.st_uid != os.getuid() or st.st_mode & 0o077:
-            return None
-    except OSError:
-        return None
-    return _BytecodeCache(path)
+    path = cache_dir(f"jinja-{key[:16]}")
+    return _BytecodeCache(str(path)) if path else None
 
 
 def environment(site_templates: Path | None = None) -> jinja2.Environment:
@@ -190,6 +180,8 @@ def render(plan: Plan) -> str:
 
 def build_request(plan: Plan, script: str, tag: str | None = None) -> SubmitRequest:
     """The submission for a rendered script; the tag (for idempotent retries) is fresh per submission."""
+    import uuid
+
     return SubmitRequest(
         name=plan.spec.name, script=script, options=dict(plan.sbatch), tag=tag or uuid.uuid4().hex[:16],
         workdir=plan.spec.workdir or str(Path.cwd()), environment={}, source=plan.source_file)
@@ -197,6 +189,8 @@ def build_request(plan: Plan, script: str, tag: str | None = None) -> SubmitRequ
 
 def plan_summary(plan: Plan) -> dict[str, Any]:
     """What `sk render --explain` and `--json` show: the decisions, not the text."""
+    import json
+
     return json.loads(json.dumps({
         "cluster": plan.site.cluster, "partition": plan.partition_name, "node_type": plan.node_type_name,
         "recipe": plan.recipe, "launcher": plan.spec.launcher, "nodes": plan.spec.nodes,

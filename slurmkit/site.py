@@ -13,10 +13,11 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from slurmkit import configcache
 from slurmkit.errors import Problem, SiteConfigError
 from slurmkit.models import Strict, validate
 from slurmkit.units import parse_cpulist, parse_mem_mib, parse_time_minutes
-from slurmkit.yamlsrc import Source, load
+from slurmkit.yamlsrc import Source, loads, read_text
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -266,8 +267,14 @@ def find_site_file(explicit: str | None = None) -> Path:
 
 
 def load_site(path: str | Path) -> Site:
-    src = load(path)
-    return site_from_source(src)
+    """Read and validate a site config; a success is remembered per user by content (slurmkit.configcache)."""
+    text = read_text(path)
+    key = configcache.key("site", str(path), text)
+    site = configcache.get(key)
+    if not isinstance(site, Site):
+        site = site_from_source(loads(text, str(path)))
+        configcache.put(key, site)
+    return site
 
 
 def site_from_source(src: Source) -> Site:

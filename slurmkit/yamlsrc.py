@@ -1,15 +1,14 @@
 """Load YAML files keeping the line of every key, so errors can point at `file:line: key.path`.
 
 Also refuses, with a clear message, what is not a YAML mapping: empty, huge, binary or malformed files.
+PyYAML is imported only when text is parsed: a spec or site config remembered by slurmkit.configcache is not.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from slurmkit.errors import InputError, Problem
 
@@ -18,10 +17,15 @@ MAX_BYTES = 1 << 20  # a job spec or site config larger than 1 MiB is a mistake,
 KeyPath = tuple[str | int, ...]
 _SEXAGESIMAL_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
 
-try:  # libyaml's C loader is several times faster; fall back to the pure-Python one
-    _BaseLoader = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    _BaseLoader = yaml.SafeLoader
+if TYPE_CHECKING:
+    import yaml
+
+
+def _loader_class() -> type[yaml.SafeLoader]:
+    import yaml
+
+    # libyaml's C loader is several times faster; fall back to the pure-Python one
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass
@@ -59,6 +63,8 @@ def dotted(path: KeyPath) -> str:
 
 
 def _construct(node: yaml.Node, loader: yaml.Loader, path: KeyPath, lines: dict[KeyPath, int]) -> Any:
+    import yaml
+
     if isinstance(node, yaml.MappingNode):
         loader.flatten_mapping(node)
         out: dict[Any, Any] = {}
@@ -93,7 +99,9 @@ def loads(text: str, file: str = "<string>") -> Source:
                                  hint="pass the job spec (a .yaml text file)"))
     if not text.strip():
         raise InputError(Problem("the file is empty", file=file, hint="see examples/ for a minimal job spec"))
-    loader = _BaseLoader(text)
+    import yaml
+
+    loader = _loader_class()(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -122,6 +130,11 @@ def loads(text: str, file: str = "<string>") -> Source:
 
 def load(path: str | Path) -> Source:
     """Read and parse a YAML file with the checks of `loads` plus size and encoding checks."""
+    return loads(read_text(path), str(path))
+
+
+def read_text(path: str | Path) -> str:
+    """The text of a YAML file, refusing directories, huge, binary and non-UTF-8 files (as `load` does)."""
     p = Path(path)
     name = str(path)
     try:
@@ -137,10 +150,9 @@ def load(path: str | Path) -> Source:
     except PermissionError as exc:
         raise InputError(Problem("permission denied", file=name)) from exc
     if b"\x00" in raw:
-        return loads("\x00", name)
+        loads("\x00", name)  # raises the binary-file error
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(Problem(f"not UTF-8 text (byte {exc.start})", file=name,
                                  hint="save the file as UTF-8")) from exc
-    return loads(text, name)

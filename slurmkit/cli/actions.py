@@ -1,0 +1,155 @@
+"""What `sk validate`, `sk render` and `sk submit` do: spec -> plan -> script -> backend, free of click.
+
+The click commands (jobs.py) and the click-free fast path (fast.py) both call these, so the two print the same.
+Heavy modules are imported inside the functions so each command pays only for what it uses.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from slurmkit.cli.output import echo, echo_json
+
+if TYPE_CHECKING:
+    from slurmkit.plan import Plan
+    from slurmkit.spec import SpecFile
+
+
+def _plan(f: SpecFile, site_path: str | None, deps: dict[str, int] | None = None) -> Plan:
+    # Order of the checks (and so of the first error a user sees): the spec's YAML (read_spec), the site
+    # config, then the spec itself.
+    from slurmkit.plan import make_plan
+    from slurmkit.site import resolve_site
+
+    site = resolve_site(site_path)
+    spec, src = f.validate()
+    return make_plan(spec, site, src, deps)
+
+
+def _warn(plan: Plan) -> None:
+    for w in plan.warnings:
+        echo(w.format(), err=True)
+
+
+def _placeholder_deps(f: SpecFile) -> dict[str, int]:
+    """For validate/render alone, dependencies on specs by name get a stand-in id (0) so the rest is checked."""
+    return dict.fromkeys(_dependency_names(f.data), 0)
+
+
+def _dependency_names(data: dict) -> set[str]:
+    """Names of other specs that a spec's `dependency` refers to (job ids excluded)."""
+    deps = data.get("dependency") or {}
+    if not isinstance(deps, dict):
+        return set()
+    return {r for refs in deps.values() if isinstance(refs, list) for r in refs
+            if isinstance(r, str) and not r.isdigit()}
+
+
+def validate(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
+    from slurmkit.render import plan_summary
+    from slurmkit.spec import read_spec
+
+    results = []
+    for path in specs:
+        f = read_spec(path, list(overrides))
+        plan = _plan(f, site_path, _placeholder_deps(f))
+        _warn(plan)
+        results.append({"file": path, **plan_summary(plan)})
+        if not as_json:
+            echo(f"{path}: ok ({plan.recipe}: {plan.spec.nodes} node(s) x {plan.gpus_per_node} "
+                 f"{plan.sbatch['gpus-per-node'].split(':')[0]} GPU(s), partition {plan.partition_name})")
+    if as_json:
+        echo_json(results)
+
+
+def render(spec: str, output: str | None, site_path: str | None, overrides: tuple[str, ...], explain: bool) -> None:
+    from slurmkit.render import render as render_script
+    from slurmkit.spec import read_spec
+
+    f = read_spec(spec, list(overrides))
+    plan = _plan(f, site_path, _placeholder_deps(f))
+    _warn(plan)
+    if explain:
+        from slurmkit.render import plan_summary
+
+        echo_json(plan_summary(plan))
+        return
+    script = render_script(plan)
+    if output:
+        Path(output).write_text(script)
+        echo(f"wrote {output}", err=True)
+    else:
+        sys.stdout.write(script)
+
+
+def _order(files: dict[str, SpecFile]) -> list[tuple[str, str]]:
+    """(path, job name) in an order where a spec comes after the specs it depends on by name."""
+    from slurmkit.errors import Problem, SpecError
+
+    info = {path: (str(f.data.get("name", path)), _dependency_names(f.data)) for path, f in files.items()}
+    done: list[tuple[str, str]] = []
+    pending = dict(info)
+    while pending:
+        ready = [p for p, (_, needs) in pending.items() if needs <= {n for _, n in done}]
+        if not ready:
+            raise SpecError(Problem("dependencies between these specs form a cycle or name a spec not given: "
+                                    + ", ".join(sorted(pending)), hint="each name in dependency must be the "
+                                    "`name` of a spec in the same sk submit, or a job id"))
+        for p in ready:
+            done.append((p, pending.pop(p)[0]))
+    return done
+
+
+def submit(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, ...], backend: str | None,
+           dry_run: bool, test_only: bool, as_json: bool) -> None:
+    from slurmkit.render import build_request
+    from slurmkit.render import render as render_script
+    from slurmkit.spec import read_spec
+
+    files = {}
+    for path in specs:  # every spec's YAML is checked before anything is submitted
+        if path not in files:
+            files[path] = read_spec(path, list(overrides))
+    resolved: dict[str, int] = {}
+    out = []
+    be = None
+    for path, name in _order(files):
+        f = files[path]
+        plan = _plan(f, site_path, resolved if not dry_run else {**_placeholder_deps(f), **resolved})
+        _warn(plan)
+        request = build_request(plan, render_script(plan))
+        if be is None and not dry_run:
+            from slurmkit.backends import get_backend
+
+            be = get_backend(backend, plan.site)
+        if dry_run:
+            from slurmkit.backends import describe_submission
+
+            command = describe_submission(backend or plan.site.backend, request, test_only=test_only)
+            if as_json:
+                out.append({"file": path, "name": name, "script": request.script, "command": command,
+                            "tag": request.tag})
+            else:
+                echo(f"# {path}: would run: {command}\n")
+                echo(request.script)
+            continue
+        from slurmkit.submission import submit as submit_request
+
+        result = submit_request(be, request, test_only=test_only)
+        if result.job_id:
+            resolved[name] = result.job_id
+        item = {"file": path, "name": name, "job_id": result.job_id, "cluster": result.cluster,
+                "backend": result.backend, "reused": result.reused, "tag": request.tag}
+        if test_only:
+            item["test_only"] = result.test_only
+        out.append(item)
+        if not as_json:
+            if test_only:
+                echo(f"{path}: {result.test_only}")
+            else:
+                again = " (found the job an earlier attempt created)" if result.reused else ""
+                echo(f"Submitted {name} as job {result.job_id}{again}. Follow it: sk logs -f {result.job_id}")
+    if as_json:
+        echo_json(out)
