@@ -59,6 +59,8 @@ def get_backend(name: str | None, site=None) -> Backend:
         from slurmkit.backends.pyslurm import detect
 
         choice = "pyslurm" if detect().usable else "cli"
+    if choice in _BUILTIN:  # entry points never replace a built-in: skip scanning them (importlib.metadata)
+        return _BUILTIN[choice](site) if choice in _NEEDS_SITE else _BUILTIN[choice]()
     backends = available()
     if choice not in backends:
         from slurmkit.suggest import did_you_mean
