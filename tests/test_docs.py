@@ -311,8 +311,6 @@ def test_project_docs_name_only_modules_that_exist():
     for md in (ROOT / "docs").rglob("*.md"):
         for path in re.findall(r"`((?:slurmkit|contrib|tests|examples|site_config|job_templates)/[^`\s*]+)`",
                                md.read_text()):
-            if path.startswith("contrib/slurm/"):
-                continue  # written by another task in this round (issue 4); checked once it lands
             if not (ROOT / path.rstrip("/")).exists():
                 missing.append(f"{md.name}: {path}")
     assert missing == []

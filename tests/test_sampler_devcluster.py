@@ -1,4 +1,5 @@
-"""The devcluster's hook wrapper (contrib/devcluster/hook.in) exports what site_config/devcluster.yaml says:
+"""The devcluster's hook settings (contrib/devcluster/hook-settings.in, which `up` hands to contrib/slurm/install-hooks)
+are what site_config/devcluster.yaml says:
 the hooks never read the YAML, so the two must be kept in agreement by hand, and this test is the check."""
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ DIR = "/run/slurmkit-devcluster"  # DEVCLUSTER_DIR's default, which the site con
 
 
 def exports() -> dict[str, str]:
-    text = (ROOT / "contrib" / "devcluster" / "hook.in").read_text().replace("@DIR@", DIR)
-    return dict(re.findall(r"^export (SK_[A-Z_]+)='([^']*)'", text, re.M))
+    text = (ROOT / "contrib" / "devcluster" / "hook-settings.in").read_text().replace("@DIR@", DIR)
+    return dict(re.findall(r"^(SK_[A-Z_]+)=(.*)$", text, re.M))
 
 
 def test_hook_wrapper_agrees_with_the_site_config():

@@ -1,7 +1,7 @@
 """`sk hook jobcomp|prolog|epilog`: run by Slurm, dispatched without click (slurmkit/cli/__init__.py).
 
 Fast config path: the hook never loads the YAML site config. It reads SK_SPOOL (spool directory) from the
-environment, which the hook wrapper exports (contrib/devcluster/hook.in); default /var/spool/slurmkit. The node
+environment, which the hook wrapper exports (contrib/slurm/sk-hook); default /var/spool/slurmkit. The node
 hooks (prolog/epilog: the per-job GPU sampler) read their settings the same way (slurmkit/accounting/sampler.py).
 Every recoverable problem is logged to stderr and the hook exits 0 (Slurm only logs the exit code, and a
 failing Prolog/Epilog would drain the node). The record is never lost: if scontrol fails, the record is
