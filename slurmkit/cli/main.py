@@ -18,8 +18,9 @@ COMMANDS = {
     "logs": "slurmkit.cli.follow:logs",
     "cancel": "slurmkit.cli.follow:cancel",
     "history": "slurmkit.cli.follow:history",
-    # site: config, discovery, checks
+    # site: config, discovery, checks; node/rank diagnosis
     "site": "slurmkit.cli.site:site",
+    "doctor": "slurmkit.cli.doctor:doctor",
     # admin: accounting and reports
     "admin": "slurmkit.cli.admin:admin",
     "report": "slurmkit.cli.report:report",
@@ -37,6 +38,7 @@ def cli() -> None:
     Users:   sk submit train.yaml   (then: sk status, sk logs, sk wait, sk cancel)
              sk render train.yaml   (the sbatch script, without submitting)
     Admins:  sk site discover|check, sk admin ingest, sk report usage
+    Nodes:   sk doctor   (on a node or inside a job: driver, NCCL, GPUs, HCAs, binding)
     Hooks:   sk hook prolog|epilog|jobcomp   (run by Slurm; see contrib/slurm/)
 
     Shell completion: eval "$(_SK_COMPLETE=bash_source sk)"
