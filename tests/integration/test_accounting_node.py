@@ -1,6 +1,6 @@
-"""Per-GPU accounting on the real devcluster: Slurm runs `sk hook prolog/epilog` on gpu01/gpu02 (wrappers from
-contrib/devcluster/hook.in, simulated source), `sk admin ingest` moves the node summaries into the devcluster's
-store, and every job has one row per GPU Slurm allocated on each node: no more, no fewer.
+"""Per-GPU accounting on the real devcluster: Slurm runs `sk hook prolog/epilog` on gpu01/gpu02 (wrappers that
+contrib/devcluster/up installs from hook-settings.in: simulated source), `sk admin ingest` moves the node summaries
+into the devcluster's store, and every job has one row per GPU Slurm allocated on each node: no more, no fewer.
 
 Jobs are named sknode-<random> so jobs of parallel test runs are never confused; the spool and store are the
 devcluster's own (site_config/devcluster.yaml accounting), shared with other tests: rows are found by job id.
