@@ -58,7 +58,8 @@ class Facts:
 
 # ---- collecting ------------------------------------------------------------------------------------------------
 
-def _run(cmd: list[str], *, stderr: bool = False, timeout: float = 30.0) -> tuple[str | None, str | None]:
+def run_command(cmd: list[str], *, stderr: bool = False, timeout: float = 30.0) -> tuple[str | None, str | None]:
+    """(output, None), or (None, why it could not run): a missing tool is a reason, never an exception."""
     if shutil.which(cmd[0]) is None:
         return None, f"{cmd[0]} not found on PATH"
     try:
@@ -84,18 +85,32 @@ def _sysfs_pci(bus_ids: list[str], root: Path = Path("/sys/bus/pci/devices")) ->
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def _sysfs_infiniband(root: Path = Path("/sys/class/infiniband")) -> str | None:
+def read_infiniband(root: Path = Path("/sys/class/infiniband")) -> dict[str, dict[str, dict[str, str]]] | None:
+    """{hca: {port: {state, phys_state, link_layer, rate}}} from sysfs (state reads '4: ACTIVE'); None when the
+    class directory is absent (no RDMA driver loaded)."""
     if not root.is_dir():
         return None
-    lines = []
+    out: dict[str, dict[str, dict[str, str]]] = {}
     for hca in sorted(root.iterdir()):
+        ports: dict[str, dict[str, str]] = {}
         for port in sorted((hca / "ports").glob("*")):
-            try:
-                state = (port / "state").read_text().split(":")[-1].strip()
-                layer = (port / "link_layer").read_text().strip()
-            except OSError:
-                continue
-            lines.append(f"{hca.name} {port.name} {state} {layer}")
+            info = {}
+            for name in ("state", "phys_state", "link_layer", "rate"):
+                try:
+                    info[name] = (port / name).read_text().strip()
+                except OSError:
+                    continue
+            ports[port.name] = info
+        out[hca.name] = ports
+    return out
+
+
+def _sysfs_infiniband(root: Path = Path("/sys/class/infiniband")) -> str | None:
+    hcas = read_infiniband(root)
+    if hcas is None:
+        return None
+    lines = [f"{hca} {port} {info['state'].split(':')[-1].strip()} {info['link_layer']}"
+             for hca, ports in hcas.items() for port, info in ports.items() if {"state", "link_layer"} <= set(info)]
     return "\n".join(lines) + "\n"
 
 
@@ -109,17 +124,17 @@ def collect_live() -> Facts:
         if why:
             missing[name] = why
 
-    put("topo-m.txt", _run(["nvidia-smi", "topo", "-m"]))
+    put("topo-m.txt", run_command(["nvidia-smi", "topo", "-m"]))
     if texts["topo-m.txt"] is None:
         raise NotAGpuNode(
             f"cannot read the GPU topology here: {missing['topo-m.txt']}. This is not a GPU node, or the NVIDIA "
             "driver is not installed.",
             hint="run `sk site discover` on a GPU node, or `sk site discover --save DIR` there and "
                  "`sk site discover --from DIR` here (see `sk site discover --help` for the files)")
-    put("query-gpu.csv", _run(QUERY_GPU))
-    put("lscpu.txt", _run(["lscpu", "-p"]))
-    put("slurmd-C.txt", _run(["slurmd", "-C"]))
-    put("slurmd-G.txt", _run(["slurmd", "-G"], stderr=True))
+    put("query-gpu.csv", run_command(QUERY_GPU))
+    put("lscpu.txt", run_command(["lscpu", "-p"]))
+    put("slurmd-C.txt", run_command(["slurmd", "-C"]))
+    put("slurmd-G.txt", run_command(["slurmd", "-G"], stderr=True))
     try:
         texts["meminfo.txt"] = Path("/proc/meminfo").read_text()
     except OSError as exc:

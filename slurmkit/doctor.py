@@ -19,13 +19,12 @@ import importlib.util
 import json
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slurmkit.discover import read_infiniband, run_command
 from slurmkit.nccl import lint_env
 from slurmkit.site import NodeType, Site
 from slurmkit.units import format_cpulist, parse_cpulist
@@ -58,19 +57,6 @@ class Check:
 
 
 Runner = Callable[[list[str]], tuple[str | None, str | None]]
-
-
-def run_command(cmd: list[str], timeout: float = 20.0) -> tuple[str | None, str | None]:
-    """(stdout, None), or (None, why it could not run)."""
-    if shutil.which(cmd[0]) is None:
-        return None, f"{cmd[0]} not found on PATH"
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"{' '.join(cmd)}: {exc}"
-    if res.returncode != 0:
-        return None, f"{' '.join(cmd)} exited {res.returncode}: {(res.stderr or res.stdout).strip()[:200]}"
-    return res.stdout, None
 
 
 @dataclass
@@ -175,21 +161,7 @@ def parse_ibstatus(text: str) -> dict[tuple[str, str], dict[str, str]]:
 # ---- gathering ------------------------------------------------------------------------------------------
 
 def read_hcas(sys_root: Path) -> dict[str, dict[str, dict[str, str]]] | None:
-    """/sys/class/infiniband/<hca>/ports/<n>/{state,phys_state,link_layer,rate}; None when the class is absent."""
-    base = sys_root / "class" / "infiniband"
-    if not base.is_dir():
-        return None
-    out: dict[str, dict[str, dict[str, str]]] = {}
-    for hca in sorted(base.iterdir()):
-        ports: dict[str, dict[str, str]] = {}
-        for port in sorted((hca / "ports").glob("*")):
-            info = {}
-            for name in ("state", "phys_state", "link_layer", "rate"):
-                with contextlib.suppress(OSError):
-                    info[name] = (port / name).read_text().strip()
-            ports[port.name] = info
-        out[hca.name] = ports
-    return out
+    return read_infiniband(sys_root / "class" / "infiniband")
 
 
 def _state_name(value: str | None) -> str:

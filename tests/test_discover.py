@@ -103,3 +103,19 @@ def test_devcluster_recorded_lscpu_p_slurmd_c_and_slurmd_g():
 def test_query_gpu_bus_ids_are_trimmed_to_sysfs_form():
     assert disc.short_bus_id("00000000:07:00.0") == "0000:07:00.0"
     assert disc.short_bus_id("0000:07:00.0") == "0000:07:00.0"
+
+
+def test_infiniband_sysfs_of_a_real_roce_node_makes_fabric_roce(tmp_path: Path):
+    # /sys/class/infiniband built from the real `ibstatus` of an H100 RoCE node (tests/data/doctor/README.md)
+    from slurmkit.doctor import parse_ibstatus
+
+    for (hca, port), info in parse_ibstatus((DATA / "doctor" / "ibstatus-roce-h100.txt").read_text()).items():
+        d = tmp_path / hca / "ports" / port
+        d.mkdir(parents=True)
+        for name, value in info.items():
+            (d / name).write_text(value + "\n")
+    text = disc._sysfs_infiniband(tmp_path)
+    assert text == "mlx5_0 1 ACTIVE Ethernet\nmlx5_1 1 ACTIVE Ethernet\n"
+    facts = disc.Facts({"infiniband.txt": text}, "test")
+    assert disc._fabric_kind(facts, ["mlx5_0", "mlx5_1"], []) == "roce"
+    assert disc._sysfs_infiniband(tmp_path / "absent") is None

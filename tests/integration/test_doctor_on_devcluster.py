@@ -28,6 +28,12 @@ RECORD = (SK + " doctor --json --site {site} > doctor-$SLURM_PROCID.json; echo $
           "grep -E '^(Cpus|Mems)_allowed_list' /proc/self/status; }} > seen-$SLURM_PROCID.txt")
 
 
+def _two_rank_spec(name: str, site: str) -> str:
+    """Recipe A, 2 ranks on 2 GPUs, each running RECORD (so through the rendered script's bind step)."""
+    return (f"name: {name}\nlauncher: srun\ngpus_per_node: 2\ncpus_per_gpu: 1\nmem_per_gpu: 200M\n"
+            f'time: "00:03:00"\ncommand: [bash, -c, {json.dumps(RECORD.format(site=site))}]\n')
+
+
 def _rank_files(workdir: Path, rank: int) -> tuple[dict, int, dict[str, str]]:
     report = json.loads((workdir / f"doctor-{rank}.json").read_text())
     rc = int((workdir / f"rc-{rank}.txt").read_text())
@@ -92,15 +98,7 @@ def test_two_ranks_report_the_gpus_and_cpus_slurm_gave_them(tmp_path, devcluster
 
 def test_sk_rendered_step_reports_what_gpu_bind_none_leaves(tmp_path, devcluster):
     # sk's recipe A launches `srun --gpu-bind=none`; the doctor in each rank must report that step's reality
-    job = render_and_sbatch(f"""
-name: doctor
-launcher: srun
-gpus_per_node: 2
-cpus_per_gpu: 1
-mem_per_gpu: 200M
-time: "00:03:00"
-command: [bash, -c, {json.dumps(RECORD.format(site=DEVSITE))}]
-""", tmp_path)
+    job = render_and_sbatch(_two_rank_spec("doctor", DEVSITE), tmp_path)
     assert wait(job) == "COMPLETED"
     for rank in (0, 1):
         report, _, seen = _rank_files(tmp_path, rank)
@@ -115,15 +113,7 @@ def test_rank_bound_by_the_bind_step_passes_the_binding_check(tmp_path, devclust
     # doctor inside the rank sees the kernel affinity it set.
     site = _local_site(tmp_path)
     ncpu = os.cpu_count() or 1
-    job = render_and_sbatch(f"""
-name: doctorbound
-launcher: srun
-gpus_per_node: 2
-cpus_per_gpu: 1
-mem_per_gpu: 200M
-time: "00:03:00"
-command: [bash, -c, {json.dumps(RECORD.format(site=site))}]
-""", tmp_path, site=site)
+    job = render_and_sbatch(_two_rank_spec("doctorbound", site), tmp_path, site=site)
     assert wait(job) == "COMPLETED"
     for rank in (0, 1):
         report, _, seen = _rank_files(tmp_path, rank)
