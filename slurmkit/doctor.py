@@ -457,7 +457,8 @@ def check_cuda_env(inp: Inputs, dev: Devices) -> Check:
         if cvd is None and order is None:
             return Check("cuda_env", SKIP, "neither CUDA_VISIBLE_DEVICES nor CUDA_DEVICE_ORDER set (not in a GPU "
                          "job)", details=details)
-        return Check("cuda_env", PASS, f"CUDA_VISIBLE_DEVICES={cvd}, CUDA_DEVICE_ORDER={order}", None, details)
+        return Check("cuda_env", PASS, f"CUDA_VISIBLE_DEVICES={cvd if cvd is not None else '(unset)'}, "
+                     f"CUDA_DEVICE_ORDER={order if order is not None else '(unset)'}", None, details)
     return _worst("cuda_env", problems, details)
 
 
@@ -486,6 +487,9 @@ def check_hcas(inp: Inputs, nt: NodeType | None) -> Check:
         return Check("hcas", PASS, "RDMA devices: " + ", ".join(
             f"{h} {'/'.join(s for s in ps.values())}" for h, ps in summary.items()) + " (no site node type to "
             "compare)", None, details)
+    if not nt.compute_hcas and not nt.storage_hcas:
+        return Check("hcas", PASS, f"fabric {fabric}: the node type uses no HCAs; present: {', '.join(hcas)}", None,
+                     details)
     problems: list[tuple[str, str, str]] = []
     for role, names, sev in (("compute", nt.compute_hcas, FAIL), ("storage", nt.storage_hcas, WARN)):
         missing = [h for h in names if h not in hcas]

@@ -277,6 +277,8 @@ def test_missing_compute_hca_fails_and_no_rdma_depends_on_fabric(tmp_path):
     tcp = node_type(fabric={"kind": "tcp"}, compute_hcas=[], storage_hcas=[],
                     gpus=[{"index": i, "numa": 0, "cpus": "0-31"} for i in range(8)])
     assert doc.check_hcas(bare, tcp).status == "PASS"
+    c = doc.check_hcas(inp, tcp)  # RDMA devices present, but the node type uses none
+    assert c.status == "PASS" and "uses no HCAs; present: mlx5_0, mlx5_1" in c.reason
     assert doc.check_hcas(bare, None).status == "SKIP"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from slurmkit.cli.common import echo_json, json_option, site_option
+from slurmkit.cli.common import echo_json, handle_errors, json_option, site_option
 
 
 @click.command()
@@ -12,6 +12,7 @@ from slurmkit.cli.common import echo_json, json_option, site_option
 @click.option("--partition", metavar="NAME", help="Which partition's node type this node is (default: the job's "
               "SLURM_JOB_PARTITION, or the site's only node type).")
 @json_option
+@handle_errors
 def doctor(site_path: str | None, partition: str | None, as_json: bool) -> None:
     """Diagnose a GPU node or a running rank: one line per check, PASS/WARN/FAIL/SKIP, the reason and the fix.
 
