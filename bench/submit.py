@@ -11,7 +11,9 @@ at the end. Rows (median of --runs, interleaved round-robin so drift hits every 
     CliBackend.submit               slurmkit's cli backend (sbatch + the tag comment)
     RestBackend.submit              slurmkit's rest backend (one POST over the unix socket)
   whole command (fresh process each time):
-    sk submit --backend cli / rest  spec -> plan -> render -> submit, interpreter start-up included
+    sk submit --backend cli / rest  spec -> plan -> render -> submit, interpreter start-up included; the same spec
+                                    each time, so its validation comes from sk's per-user cache (configcache.py)
+    sk submit --backend cli, edited the spec's content changes before each run: validated again (a cache miss)
   sweep (--sweep N, 0 skips): `sk submit` of an N-task array spec vs N separate `sbatch` calls.
 
     .venv/bin/python bench/submit.py [--runs 15] [--sweep 1000] [--user alice]
@@ -121,34 +123,40 @@ def main() -> None:
         result = json.loads(run.stdout)
         ids += result["ids"]
         rows = {k: statistics.median(v) for k, v in result["samples"].items()}
-        # Whole `sk submit` commands, fresh process each, interleaved.
-        cmds = {f"sk submit --backend {k}": [SK, "submit", f"{k}.yaml", "--site", SITE, "--backend", k, "--json"]
-                for k in ("cli", "rest")}
-        whole: dict[str, list[float]] = {k: [] for k in cmds}
-        for cmd in cmds.values():  # warm-up
-            ids += job_ids_from_sk(as_user(args.user, cmd, env, cwd=work).stdout)
-        for _ in range(args.runs):
-            for name, cmd in cmds.items():
-                t = time.perf_counter()
-                out = as_user(args.user, cmd, env, cwd=work).stdout
-                whole[name].append((time.perf_counter() - t) * 1000)
-                ids += job_ids_from_sk(out)
-        # The same user's raw sbatch through runuser: the baseline for whole commands (same runuser cost).
-        base_cmd = ["sbatch", "--parsable", "--hold", "-J", "be-bench-wrap", "--wrap", "true"]
-        whole["sbatch --wrap (runuser)"] = []
-        for _ in range(args.runs):
+        # Whole commands, fresh process each, interleaved round-robin. The baseline is the same user's raw
+        # sbatch through runuser (the same runuser cost as sk's rows).
+        baseline = "sbatch --wrap (runuser)"
+        cmds = {baseline: ["sbatch", "--parsable", "--hold", "-J", "be-bench-wrap", "--wrap", "true"]}
+        cmds.update({f"sk submit --backend {k}": [SK, "submit", f"{k}.yaml", "--site", SITE, "--backend", k,
+                                                  "--json"] for k in ("cli", "rest")})
+        edited = "sk submit --backend cli, edited"
+        cmds[edited] = [SK, "submit", "edited.yaml", "--site", SITE, "--backend", "cli", "--json"]
+        spec_text = SPEC.format(kind="edited")
+
+        def submit_once(name: str, run: int) -> float:
+            if name == edited:  # new content, so the spec is validated again (not timed)
+                Path(work, "edited.yaml").write_text(spec_text + f"# edit {run}\n")
             t = time.perf_counter()
-            ids.append(int(as_user(args.user, base_cmd, env, cwd=work).stdout.strip().split(";")[0]))
-            whole["sbatch --wrap (runuser)"].append((time.perf_counter() - t) * 1000)
+            out = as_user(args.user, cmds[name], env, cwd=work).stdout
+            ms = (time.perf_counter() - t) * 1000
+            ids.extend([int(out.strip().split(";")[0])] if name == baseline else job_ids_from_sk(out))
+            return ms
+
+        whole: dict[str, list[float]] = {k: [] for k in cmds}
+        for name in cmds:  # warm-up
+            submit_once(name, -1)
+        for run in range(args.runs):
+            for name in cmds:
+                whole[name].append(submit_once(name, run))
 
         base = rows["sbatch --wrap (subprocess)"]
         print(f"slurmkit submit latency, devcluster (Slurm 22.05), user {args.user}, median of {args.runs}\n")
         print(f"{'in-process':<34}{'median ms':>10}{'x baseline':>12}{'+ ms':>9}")
         for name, ms in rows.items():
             print(f"{name:<34}{ms:>10.1f}{ms / base:>12.2f}{ms - base:>9.1f}")
-        wbase = statistics.median(whole["sbatch --wrap (runuser)"])
+        wbase = statistics.median(whole[baseline])
         print(f"\n{'whole command (fresh process)':<34}{'median ms':>10}{'x baseline':>12}{'+ ms':>9}")
-        for name in ["sbatch --wrap (runuser)", *cmds]:
+        for name in cmds:
             ms = statistics.median(whole[name])
             print(f"{name:<34}{ms:>10.1f}{ms / wbase:>12.2f}{ms - wbase:>9.1f}")
         print("goal (issue 3): sk submit adds <= 150 ms over plain sbatch")

@@ -1,45 +1,49 @@
-"""Validated job specs and site configs, remembered per user and keyed by what they were made from.
+"""Validated job specs and site configs for `sk render`/`sk submit`, remembered per user by what they came from.
 
 Validation is a pure function of the file's name and bytes, the `--set` overrides, slurmkit's model code and
-pydantic, so a result can be reused while none of these change. In a fresh `sk` process the first validation
-costs ~25 ms of fixed pydantic work (building the validators; pydantic's plugin lookup imports
-importlib.metadata and scans every installed package), far more than any file; a repeated `sk render` or
-`sk submit` of the same spec on the same site skips it, and also skips PyYAML. The key holds the file's bytes,
-not its mtime, so an edit is always seen. Only successes are stored: a failure is recomputed, so its message is
-always current. Entries are pickles in a private directory (slurmkit.usercache); one that cannot be read is a
-miss.
+pydantic, so its result can be reused while none of these change. What is kept is a plain copy of the validated
+model (modeldata.py), so a repeated `sk render` or `sk submit` of the same spec on the same site imports neither
+pydantic nor PyYAML: about 100 ms of a cold start. The key holds the file's bytes, not its mtime, so an edit is
+always seen. Only successes are stored: a failure is recomputed, so its message is always current. Entries are
+pickles in a private directory (usercache.py); one that cannot be read is a miss.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import hashlib
 import os
 import pickle
 import sys
 import tempfile
+from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 from slurmkit import __version__
+from slurmkit.modeldata import JobSpecData, SiteData, plain_copy
 from slurmkit.usercache import cache_dir
+from slurmkit.yamlsrc import Source, loads, read_text
 
 MAX_ENTRIES = 256  # each distinct spec (or --set) adds one; the oldest go first
-# The modules whose code decides what a valid spec or site config is (and what validating it returns).
-_MODEL_CODE = ("models.py", "spec.py", "site.py", "units.py", "yamlsrc.py")
+# The modules whose code decides what a valid spec or site config is, and what its copy holds.
+_MODEL_CODE = ("models.py", "spec.py", "site.py", "units.py", "yamlsrc.py", "modeldata.py", "configcache.py")
 
 
 @functools.cache
 def _code_version() -> bytes:
-    import pydantic
-    import pydantic_core
-
     here = Path(__file__).parent
-    parts = [__version__, sys.version, pydantic.VERSION, pydantic_core.__version__]
-    for name in _MODEL_CODE:
-        st = os.stat(here / name)  # a development checkout changes these without a version bump
-        parts.append(f"{name} {st.st_mtime_ns} {st.st_size}")
+    files = [here / name for name in _MODEL_CODE]
+    for lib in ("pydantic", "pydantic_core"):  # located, not imported: importing pydantic is what we avoid
+        spec = find_spec(lib)
+        files += [Path(spec.origin)] if spec and spec.origin else []
+    parts = [__version__, sys.version]
+    for f in files:
+        st = os.stat(f)  # a development checkout, or an upgrade, changes these
+        parts.append(f"{f} {st.st_mtime_ns} {st.st_size}")
     return "\n".join(parts).encode()
 
 
@@ -53,13 +57,9 @@ def key(kind: str, *parts: str | bytes) -> str:
     return h.hexdigest()
 
 
-def _dir() -> Path | None:
-    return cache_dir("validated")
-
-
 def get(entry: str) -> Any | None:
     """The remembered result, or None."""
-    d = _dir()
+    d = cache_dir("validated")
     if d is None:
         return None
     try:
@@ -71,7 +71,7 @@ def get(entry: str) -> Any | None:
 
 def put(entry: str, value: Any) -> None:
     """Remember a result (atomically: readers never see a half-written entry); failures are ignored."""
-    d = _dir()
+    d = cache_dir("validated")
     if d is None:
         return
     with contextlib.suppress(Exception):
@@ -94,3 +94,55 @@ def _prune(d: Path) -> None:
     for e in entries[: len(entries) - MAX_ENTRIES * 3 // 4]:
         with contextlib.suppress(OSError):
             os.unlink(e.path)
+
+
+def load_site(path: str | Path) -> SiteData:
+    """The site config at `path`, validated (site.load_site) or remembered, as a plain copy."""
+    text = read_text(path)
+    entry = key("site", str(path), text)
+    site = get(entry)
+    if not isinstance(site, SiteData):
+        from slurmkit.site import site_from_source
+
+        site = plain_copy(site_from_source(loads(text, str(path))))
+        put(entry, site)
+    return site
+
+
+@dataclass
+class SpecFile:
+    """A job spec file, read and parsed (its YAML problems already raised), not yet validated.
+
+    `data` is what the file says, before `--set`. `validate()` applies the overrides and checks the result
+    (spec.spec_from_source) unless this exact file and overrides were validated before.
+    """
+
+    path: str
+    overrides: list[str]
+    data: dict[str, Any]
+    _entry: str
+    _src: Source | None = None  # parsed, on a miss
+    _done: tuple[JobSpecData, Source] | None = None  # remembered, on a hit
+
+    def validate(self) -> tuple[JobSpecData, Source]:
+        if self._done is None:
+            from slurmkit.spec import spec_from_source
+
+            assert self._src is not None
+            job = plain_copy(spec_from_source(self._src, self.overrides))
+            put(self._entry, (job, self._src, self.data))
+            self._done = job, self._src
+        return self._done
+
+
+def read_spec(path: str, overrides: list[str] | None = None) -> SpecFile:
+    """Read a spec file: file and YAML problems are raised here, spec problems by `validate()`."""
+    overrides = list(overrides or [])
+    text = read_text(path)
+    entry = key("spec", str(path), text, *overrides)
+    hit = get(entry)
+    if isinstance(hit, tuple) and len(hit) == 3 and isinstance(hit[0], JobSpecData) and isinstance(hit[1], Source):
+        return SpecFile(str(path), overrides, hit[2], entry, _done=(hit[0], hit[1]))
+    src = loads(text, str(path))
+    data = copy.deepcopy(src.data) if overrides else src.data  # --set edits src.data in place
+    return SpecFile(str(path), overrides, data, entry, _src=src)

@@ -6,18 +6,18 @@ off the real machine (`sk site discover`). The planner and the docs both read th
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from slurmkit import configcache
-from slurmkit.errors import Problem, SiteConfigError
+from slurmkit.errors import SiteConfigError
+from slurmkit.modeldata import GPUMixin, NodeTypeMixin, PartitionMixin, SiteMixin
 from slurmkit.models import Strict, validate
+from slurmkit.sitelookup import find_site_file
 from slurmkit.units import parse_cpulist, parse_mem_mib, parse_time_minutes
-from slurmkit.yamlsrc import Source, loads, read_text
+from slurmkit.yamlsrc import Source, load
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -26,7 +26,7 @@ ContainerRuntime = Literal["pyxis", "apptainer", "none"]
 BackendName = Literal["auto", "cli", "rest", "pyslurm"]
 
 
-class GPU(Strict):
+class GPU(GPUMixin, Strict):
     """One GPU of a node type, by its NVML index (with CUDA_DEVICE_ORDER=PCI_BUS_ID, also CUDA's)."""
 
     index: int = Field(ge=0, description="NVML / nvidia-smi index of the GPU")
@@ -44,10 +44,6 @@ class GPU(Strict):
         except ValueError as exc:
             raise ValueError(f"{v!r} is not a CPU list such as 48-63,176-191 ({exc})") from None
         return v
-
-    @property
-    def cpu_list(self) -> list[int]:
-        return parse_cpulist(self.cpus)
 
 
 class GPUModel(Strict):
@@ -75,7 +71,7 @@ class Fabric(Strict):
     ucx_tls: str | None = Field(None, description="UCX_TLS for MPI jobs, e.g. rc,sm,self")
 
 
-class NodeType(Strict):
+class NodeType(NodeTypeMixin, Strict):
     """One kind of node, with its real topology."""
 
     description: str = ""
@@ -96,21 +92,6 @@ class NodeType(Strict):
     def _mem(cls, v: str) -> str:
         parse_mem_mib(v)
         return v
-
-    @property
-    def memory_mib(self) -> int:
-        return parse_mem_mib(self.memory)
-
-    @property
-    def cpus(self) -> int:
-        """Logical CPUs per node (what Slurm's CPUs= counts when threads are schedulable)."""
-        return self.sockets * self.cores_per_socket * self.threads_per_core
-
-    def gpu_by_index(self, index: int) -> GPU:
-        for g in self.gpus:
-            if g.index == index:
-                return g
-        raise KeyError(index)
 
     @model_validator(mode="after")
     def _consistent(self) -> NodeType:
@@ -136,7 +117,7 @@ class NodeType(Strict):
         return self
 
 
-class Partition(Strict):
+class Partition(PartitionMixin, Strict):
     node_type: str
     nodes: int = Field(ge=1, description="number of nodes in the partition")
     max_time: str = Field(description="partition MaxTime, e.g. 2-00:00:00")
@@ -162,10 +143,6 @@ class Partition(Strict):
             parse_mem_mib(v)
         return v
 
-    @property
-    def max_minutes(self) -> int:
-        return parse_time_minutes(self.max_time)
-
 
 class Accounting(Strict):
     """Where the node and controller hooks put records, and where reports read them."""
@@ -179,7 +156,7 @@ class Accounting(Strict):
     admin_group: str = Field("slurmkit-admin", description="Unix group whose members see every user's jobs")
 
 
-class Site(Strict):
+class Site(SiteMixin, Strict):
     cluster: str
     slurm_version: str = Field(description="e.g. 22.05 or 23.11: decides version-specific options")
     description: str = ""
@@ -219,62 +196,10 @@ class Site(Strict):
             raise ValueError(f"default_partition {self.default_partition!r} is not a partition")
         return self
 
-    @property
-    def slurm_version_tuple(self) -> tuple[int, int]:
-        major, _, minor = self.slurm_version.partition(".")
-        return int(major), int((minor or "0").split(".")[0])
-
-    def partition(self, name: str) -> Partition:
-        return self.partitions[name]
-
-    def node_type_of(self, partition: str) -> NodeType:
-        return self.node_types[self.partitions[partition].node_type]
-
-    def resolve_path(self, value: str) -> Path:
-        """Paths in a site config are relative to the file they are written in."""
-        p = Path(value).expanduser()
-        if not p.is_absolute() and self.source_file:
-            p = Path(self.source_file).parent / p
-        return p
-
-
-SITE_ENV = "SK_SITE"
-
-
-def candidate_paths(explicit: str | None = None) -> list[tuple[str, Path]]:
-    """Lookup order: --site, $SK_SITE, ~/.config/slurmkit/site.yaml, /etc/slurmkit/site.yaml."""
-    out: list[tuple[str, Path]] = []
-    if explicit:
-        out.append(("--site", Path(explicit)))
-    if os.environ.get(SITE_ENV):
-        out.append(("$SK_SITE", Path(os.environ[SITE_ENV])))
-    out.append(("user config", Path("~/.config/slurmkit/site.yaml").expanduser()))
-    out.append(("system config", Path("/etc/slurmkit/site.yaml")))
-    return out
-
-
-def find_site_file(explicit: str | None = None) -> Path:
-    tried = candidate_paths(explicit)
-    for how, path in tried:
-        if how in ("--site", "$SK_SITE") or path.exists():
-            if how in ("--site", "$SK_SITE") and not path.exists():
-                raise SiteConfigError(Problem(f"site config given by {how} does not exist", file=str(path)))
-            return path
-    raise SiteConfigError(Problem(
-        "no site configuration found; looked at " + ", ".join(str(p) for _, p in tried),
-        hint="pass --site FILE, set SK_SITE, or ask your admins for /etc/slurmkit/site.yaml "
-             "(examples in site_config/)"))
-
 
 def load_site(path: str | Path) -> Site:
-    """Read and validate a site config; a success is remembered per user by content (slurmkit.configcache)."""
-    text = read_text(path)
-    key = configcache.key("site", str(path), text)
-    site = configcache.get(key)
-    if not isinstance(site, Site):
-        site = site_from_source(loads(text, str(path)))
-        configcache.put(key, site)
-    return site
+    src = load(path)
+    return site_from_source(src)
 
 
 def site_from_source(src: Source) -> Site:

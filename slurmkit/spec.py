@@ -7,20 +7,17 @@ the file loading and the `--set` overrides.
 
 from __future__ import annotations
 
-import copy
 import re
 import shlex
-from dataclasses import dataclass
-from itertools import product
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from slurmkit import configcache
 from slurmkit.errors import Problem, SpecError
+from slurmkit.modeldata import ArraySpecMixin, JobSpecMixin
 from slurmkit.models import Strict, validate
 from slurmkit.units import parse_mem_mib, parse_time_minutes
-from slurmkit.yamlsrc import Source, loads, read_text
+from slurmkit.yamlsrc import Source, load, loads
 
 Launcher = Literal["torchrun", "srun", "mpi", "none"]
 BindPolicy = Literal["auto", "none", "membind", "preferred", "cpus"]
@@ -78,7 +75,7 @@ class Mail(Strict):
                        "ARRAY_TASKS"]] = Field(default_factory=lambda: ["END", "FAIL"])
 
 
-class ArraySpec(Strict):
+class ArraySpec(ArraySpecMixin, Strict):
     """A sweep: ONE Slurm job array; each task looks its parameters up by SLURM_ARRAY_TASK_ID."""
 
     grid: dict[str, list[str | int | float | bool]] | None = Field(
@@ -112,35 +109,8 @@ class ArraySpec(Strict):
             raise ValueError(f"the sweep has {self.size} tasks; Slurm's MaxArraySize is far smaller")
         return self
 
-    @property
-    def names(self) -> list[str]:
-        return list(self.grid) if self.grid is not None else list(self.tasks[0])  # type: ignore[index]
 
-    @property
-    def size(self) -> int:
-        if self.grid is not None:
-            n = 1
-            for vals in self.grid.values():
-                n *= len(vals)
-            return n
-        return len(self.tasks or [])
-
-    def task(self, i: int) -> dict[str, Any]:
-        """Parameters of task i (grid order: the LAST key varies fastest, like itertools.product)."""
-        if self.tasks is not None:
-            return self.tasks[i]
-        assert self.grid is not None
-        return dict(zip(self.grid, next(_nth(product(*self.grid.values()), i)), strict=True))
-
-
-def _nth(it, n):
-    for i, x in enumerate(it):
-        if i == n:
-            yield x
-            return
-
-
-class JobSpec(Strict):
+class JobSpec(JobSpecMixin, Strict):
     """A GPU job, described by what it needs; the planner turns it into Slurm options and a binding."""
 
     name: str = Field(description="job name (sbatch --job-name)")
@@ -258,10 +228,6 @@ class JobSpec(Strict):
                              "for multi-node jobs")
         return self
 
-    @property
-    def argv(self) -> list[str]:
-        return shlex.split(self.command) if isinstance(self.command, str) else list(self.command)
-
 
 def parse_set(assignments: list[str]) -> list[tuple[list[str], Any, str]]:
     """'--set key.path=value' -> (path, YAML-typed value, original text). Values are parsed as YAML scalars."""
@@ -297,44 +263,7 @@ def spec_from_source(src: Source, overrides: list[str] | None = None) -> JobSpec
     return validate(JobSpec, src, SpecError)
 
 
-@dataclass
-class SpecFile:
-    """A job spec file, read and parsed (its YAML problems already raised), not yet validated.
-
-    `data` is what the file says, before `--set`. `validate()` applies the overrides and checks the result; a
-    success is remembered per user by content (slurmkit.configcache), so a repeated render or submit of the
-    same file skips both the YAML parser and pydantic's validator build.
-    """
-
-    path: str
-    overrides: list[str]
-    data: dict[str, Any]
-    _key: str
-    _src: Source | None = None  # parsed, on a cache miss
-    _done: tuple[JobSpec, Source] | None = None  # remembered, on a hit
-
-    def validate(self) -> tuple[JobSpec, Source]:
-        if self._done is None:
-            assert self._src is not None
-            spec = spec_from_source(self._src, self.overrides)
-            configcache.put(self._key, (spec, self._src, self.data))
-            self._done = spec, self._src
-        return self._done
-
-
-def read_spec(path: str, overrides: list[str] | None = None) -> SpecFile:
-    """Read a spec file: file and YAML problems are raised here, spec problems by `validate()`."""
-    overrides = list(overrides or [])
-    text = read_text(path)
-    key = configcache.key("spec", str(path), text, *overrides)
-    hit = configcache.get(key)
-    if isinstance(hit, tuple) and len(hit) == 3 and isinstance(hit[0], JobSpec) and isinstance(hit[1], Source):
-        return SpecFile(str(path), overrides, hit[2], key, _done=(hit[0], hit[1]))
-    src = loads(text, str(path))
-    data = copy.deepcopy(src.data) if overrides else src.data  # --set edits src.data in place
-    return SpecFile(str(path), overrides, data, key, _src=src)
-
-
 def load_spec(path: str, overrides: list[str] | None = None) -> tuple[JobSpec, Source]:
     """Read, override and validate a spec; the Source is kept so the planner can locate its problems."""
-    return read_spec(path, overrides).validate()
+    src = load(path)
+    return spec_from_source(src, overrides), src

@@ -1,6 +1,6 @@
 """Validated specs and site configs remembered per user (slurmkit/configcache.py): a hit is exactly what
 validating again would give, an edit is always seen, failures are never remembered, an untrusted or broken
-cache is not used."""
+cache is not used, and a repeated render needs neither pydantic nor PyYAML."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from slurmkit import configcache, site, spec
 from slurmkit.errors import SpecError
+from slurmkit.modeldata import plain_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 DGX = ROOT / "site_config" / "dgx-a100.yaml"
@@ -38,12 +39,13 @@ def _no_validation(monkeypatch) -> None:
 
 
 def test_a_second_load_is_the_remembered_result_without_validating(private_cache, monkeypatch):
-    first_site = site.load_site(DGX)
-    first_spec, first_src = spec.load_spec(str(EXAMPLE))
+    first_site = configcache.load_site(DGX)
+    first_spec, first_src = configcache.read_spec(str(EXAMPLE)).validate()
+    assert first_site == plain_copy(site.load_site(DGX)) and first_spec == plain_copy(spec.load_spec(str(EXAMPLE))[0])
     assert len(_entries(private_cache)) == 2
     _no_validation(monkeypatch)
-    again_site = site.load_site(DGX)
-    again_spec, again_src = spec.load_spec(str(EXAMPLE))
+    again_site = configcache.load_site(DGX)
+    again_spec, again_src = configcache.read_spec(str(EXAMPLE)).validate()
     assert again_site == first_site and again_site.source_file == str(DGX)
     assert again_spec == first_spec and again_src.lines == first_src.lines and again_src.file == str(EXAMPLE)
 
@@ -52,10 +54,10 @@ def test_an_edit_is_seen_even_with_the_same_size_and_mtime(tmp_path):
     path = tmp_path / "job.yaml"
     path.write_text("name: aaaa\ncommand: [x]\n")
     stamp = path.stat().st_mtime_ns
-    assert spec.load_spec(str(path))[0].name == "aaaa"
+    assert configcache.read_spec(str(path)).validate()[0].name == "aaaa"
     path.write_text("name: bbbb\ncommand: [x]\n")
     os.utime(path, ns=(stamp, stamp))
-    assert spec.load_spec(str(path))[0].name == "bbbb"
+    assert configcache.read_spec(str(path)).validate()[0].name == "bbbb"
 
 
 def test_failures_are_not_remembered_and_give_the_same_message(tmp_path, private_cache):
@@ -64,7 +66,7 @@ def test_failures_are_not_remembered_and_give_the_same_message(tmp_path, private
     messages = []
     for _ in range(2):
         with pytest.raises(SpecError) as exc:
-            spec.load_spec(str(path))
+            configcache.read_spec(str(path)).validate()
         messages.append(exc.value.format())
     assert messages[0] == messages[1] and "did you mean 'nodes'" in messages[0]
     assert _entries(private_cache) == []
@@ -72,40 +74,40 @@ def test_failures_are_not_remembered_and_give_the_same_message(tmp_path, private
 
 def test_overrides_are_part_of_the_key_and_data_is_what_the_file_says(tmp_path, monkeypatch):
     for attempt in range(2):
-        f = spec.read_spec(str(EXAMPLE), ["name=other", "nodes=3"])
+        f = configcache.read_spec(str(EXAMPLE), ["name=other", "nodes=3"])
         assert f.data["name"] == "llm-pretrain" and f.data["nodes"] == 2  # before --set
         job, src = f.validate()
         assert (job.name, job.nodes) == ("other", 3) and src.data["nodes"] == 3
         if attempt == 0:
             _no_validation(monkeypatch)
-    assert spec.read_spec(str(EXAMPLE), ["nodes=4"]).data["nodes"] == 2
+    assert configcache.read_spec(str(EXAMPLE), ["nodes=4"]).data["nodes"] == 2
 
 
 def test_another_code_version_does_not_see_old_entries(monkeypatch):
-    site.load_site(DGX)
+    configcache.load_site(DGX)
     monkeypatch.setattr(configcache, "_code_version", lambda: b"some other slurmkit")
     calls = []
     real = site.site_from_source
     monkeypatch.setattr(site, "site_from_source", lambda src: calls.append(src) or real(src))
-    site.load_site(DGX)
+    configcache.load_site(DGX)
     assert len(calls) == 1
 
 
 def test_a_broken_entry_is_a_miss_and_is_replaced(private_cache):
-    expected = site.load_site(DGX)
+    expected = configcache.load_site(DGX)
     (entry,) = _entries(private_cache)
     entry.write_bytes(b"not a pickle")
-    assert site.load_site(DGX) == expected
+    assert configcache.load_site(DGX) == expected
     assert entry.read_bytes() != b"not a pickle"
 
 
 def test_a_cache_others_can_write_is_not_used(private_cache, monkeypatch):
-    site.load_site(DGX)
+    configcache.load_site(DGX)
     private_cache.chmod(0o777)
     calls = []
     real = site.site_from_source
     monkeypatch.setattr(site, "site_from_source", lambda src: calls.append(src) or real(src))
-    site.load_site(DGX)
+    configcache.load_site(DGX)
     assert len(calls) == 1
 
 
@@ -118,7 +120,7 @@ def test_the_oldest_entries_go_when_there_are_too_many(private_cache, monkeypatc
     assert configcache.get(configcache.key("test", "9")) == 9  # the newest stays
 
 
-def test_a_repeated_render_imports_neither_pyyaml_nor_click_nor_importlib_metadata(tmp_path):
+def test_a_repeated_render_imports_neither_pydantic_nor_pyyaml_nor_click(tmp_path):
     sk = str(Path(sys.executable).parent / "sk")
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     cmd = [sk, "render", str(EXAMPLE), "--site", str(DGX)]
@@ -128,4 +130,4 @@ def test_a_repeated_render_imports_neither_pyyaml_nor_click_nor_importlib_metada
     assert again.returncode == 0 and again.stdout == first.stdout
     imported = {line.split("|")[-1].strip() for line in again.stderr.splitlines() if line.startswith("import time")}
     assert "slurmkit.render" in imported
-    assert not {"yaml", "click", "importlib.metadata"} & imported
+    assert not {"pydantic", "yaml", "click", "importlib.metadata"} & imported

@@ -13,19 +13,20 @@ from typing import TYPE_CHECKING
 from slurmkit.cli.output import echo, echo_json
 
 if TYPE_CHECKING:
+    from slurmkit.configcache import SpecFile
     from slurmkit.plan import Plan
-    from slurmkit.spec import SpecFile
 
 
 def _plan(f: SpecFile, site_path: str | None, deps: dict[str, int] | None = None) -> Plan:
     # Order of the checks (and so of the first error a user sees): the spec's YAML (read_spec), the site
-    # config, then the spec itself.
+    # config, then the spec itself. Both are plain copies of the validated models (configcache.py).
+    from slurmkit import configcache
     from slurmkit.plan import make_plan
-    from slurmkit.site import resolve_site
+    from slurmkit.sitelookup import find_site_file
 
-    site = resolve_site(site_path)
+    site = configcache.load_site(find_site_file(site_path))
     spec, src = f.validate()
-    return make_plan(spec, site, src, deps)
+    return make_plan(spec, site, src, deps)  # type: ignore[arg-type] - the copies quack like the models
 
 
 def _warn(plan: Plan) -> None:
@@ -48,8 +49,8 @@ def _dependency_names(data: dict) -> set[str]:
 
 
 def validate(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
+    from slurmkit.configcache import read_spec
     from slurmkit.render import plan_summary
-    from slurmkit.spec import read_spec
 
     results = []
     for path in specs:
@@ -65,8 +66,8 @@ def validate(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str
 
 
 def render(spec: str, output: str | None, site_path: str | None, overrides: tuple[str, ...], explain: bool) -> None:
+    from slurmkit.configcache import read_spec
     from slurmkit.render import render as render_script
-    from slurmkit.spec import read_spec
 
     f = read_spec(spec, list(overrides))
     plan = _plan(f, site_path, _placeholder_deps(f))
@@ -104,9 +105,9 @@ def _order(files: dict[str, SpecFile]) -> list[tuple[str, str]]:
 
 def submit(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, ...], backend: str | None,
            dry_run: bool, test_only: bool, as_json: bool) -> None:
+    from slurmkit.configcache import read_spec
     from slurmkit.render import build_request
     from slurmkit.render import render as render_script
-    from slurmkit.spec import read_spec
 
     files = {}
     for path in specs:  # every spec's YAML is checked before anything is submitted

@@ -1,0 +1,38 @@
+"""Where the site config is: --site, $SK_SITE, ~/.config/slurmkit/site.yaml, /etc/slurmkit/site.yaml.
+
+Apart from the models (site.py) so that the render/submit path can find the file without importing pydantic.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from slurmkit.errors import Problem, SiteConfigError
+
+SITE_ENV = "SK_SITE"
+
+
+def candidate_paths(explicit: str | None = None) -> list[tuple[str, Path]]:
+    """Lookup order: --site, $SK_SITE, ~/.config/slurmkit/site.yaml, /etc/slurmkit/site.yaml."""
+    out: list[tuple[str, Path]] = []
+    if explicit:
+        out.append(("--site", Path(explicit)))
+    if os.environ.get(SITE_ENV):
+        out.append(("$SK_SITE", Path(os.environ[SITE_ENV])))
+    out.append(("user config", Path("~/.config/slurmkit/site.yaml").expanduser()))
+    out.append(("system config", Path("/etc/slurmkit/site.yaml")))
+    return out
+
+
+def find_site_file(explicit: str | None = None) -> Path:
+    tried = candidate_paths(explicit)
+    for how, path in tried:
+        if how in ("--site", "$SK_SITE") or path.exists():
+            if how in ("--site", "$SK_SITE") and not path.exists():
+                raise SiteConfigError(Problem(f"site config given by {how} does not exist", file=str(path)))
+            return path
+    raise SiteConfigError(Problem(
+        "no site configuration found; looked at " + ", ".join(str(p) for _, p in tried),
+        hint="pass --site FILE, set SK_SITE, or ask your admins for /etc/slurmkit/site.yaml "
+             "(examples in site_config/)"))
