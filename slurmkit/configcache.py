@@ -18,6 +18,7 @@ import os
 import pickle
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -28,7 +29,8 @@ from slurmkit.modeldata import JobSpecData, SiteData, plain_copy
 from slurmkit.usercache import cache_dir
 from slurmkit.yamlsrc import Source, loads, read_text
 
-MAX_ENTRIES = 256  # each distinct spec (or --set) adds one; the oldest go first
+MAX_ENTRIES = 512  # each distinct spec (or --set) adds one (a few KiB); the least recently used go first
+_TOUCH_AFTER_S = 3600  # a hit marks its entry used (mtime) at most this often: no write on every render
 # The modules whose code decides what a valid spec or site config is, and what its copy holds.
 _MODEL_CODE = ("models.py", "spec.py", "site.py", "units.py", "yamlsrc.py", "modeldata.py", "configcache.py")
 
@@ -64,7 +66,10 @@ def get(entry: str) -> Any | None:
         return None
     try:
         with open(d / entry, "rb") as f:
-            return pickle.load(f)
+            value = pickle.load(f)
+            if time.time() - os.fstat(f.fileno()).st_mtime > _TOUCH_AFTER_S:
+                os.utime(f.fileno())
+            return value
     except Exception:  # missing, truncated, or written by code that no longer unpickles: recompute
         return None
 

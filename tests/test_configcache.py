@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -111,13 +112,16 @@ def test_a_cache_others_can_write_is_not_used(private_cache, monkeypatch):
     assert len(calls) == 1
 
 
-def test_the_oldest_entries_go_when_there_are_too_many(private_cache, monkeypatch):
+def test_the_least_recently_used_entries_go_when_there_are_too_many(private_cache, monkeypatch):
     monkeypatch.setattr(configcache, "MAX_ENTRIES", 4)
-    for i in range(10):
-        configcache.put(configcache.key("test", str(i)), i)
-    kept = _entries(private_cache)
-    assert 0 < len(kept) <= 4
-    assert configcache.get(configcache.key("test", "9")) == 9  # the newest stays
+    keys = [configcache.key("test", str(i)) for i in range(5)]
+    now = time.time()
+    for i, k in enumerate(keys[:4]):
+        configcache.put(k, i)
+        os.utime(private_cache / k, (now - 4 * 3600 + i * 3600,) * 2)  # written 4, 3, 2, 1 hours ago
+    assert configcache.get(keys[0]) == 0  # used now
+    configcache.put(keys[4], 4)  # one too many: down to 3
+    assert [configcache.get(k) for k in keys] == [0, None, None, 3, 4]
 
 
 def test_a_repeated_render_imports_neither_pydantic_nor_pyyaml_nor_click(tmp_path):
