@@ -16,6 +16,7 @@ round-robin so that load from other processes hits them alike. Prints medians of
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import shutil
 import statistics
@@ -45,6 +46,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=15)
     args = ap.parse_args()
+    # Bytecode as `pip install` leaves it, even under PYTHONDONTWRITEBYTECODE or for a user who cannot write
+    # __pycache__: otherwise every run would pay for compiling slurmkit's sources.
+    compileall.compile_dir(ROOT / "slurmkit", quiet=1)
     work = Path(tempfile.mkdtemp(prefix="sk-bench-render-"))
     edited = work / "torchrun-2node.yaml"
     counter = iter(range(10**9))

@@ -22,6 +22,7 @@ at the end. Rows (median of --runs, interleaved round-robin so drift hits every 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import pwd
@@ -111,6 +112,9 @@ def main() -> None:
     pw = pwd.getpwnam(args.user)
     env = {"PATH": "/usr/bin:/bin", "HOME": pw.pw_dir, "USER": args.user, "LOGNAME": args.user, "LANG": "C.UTF-8",
            "SK_REST_URL": SOCKET.format(user=args.user)}
+    # Bytecode as `pip install` leaves it, even under PYTHONDONTWRITEBYTECODE or for a user who cannot write
+    # __pycache__: otherwise every run would pay for compiling slurmkit's sources.
+    compileall.compile_dir(ROOT / "slurmkit", quiet=1)
     work = tempfile.mkdtemp(prefix="be-bench-", dir="/tmp")
     os.chown(work, pw.pw_uid, -1)
     ids: list[int] = []
