@@ -52,11 +52,15 @@ GPU_SQL = ("INSERT INTO job_gpus (cluster, job_id, run, node, gpu_index, util_me
            "('bench', ?, ?, ?, ?, ?, ?, ?, ?, 81920, ?, 30.0, 'simulated')")
 
 
-def _jobs(rng: np.random.Generator, n: int, first_id: int) -> dict[str, np.ndarray]:
-    """Column arrays for n job runs (requeues add a second run of the same job id)."""
+def _jobs(rng: np.random.Generator, n: int, first_id: int, acct_of_user: np.ndarray,
+          span: tuple[int, int]) -> dict[str, np.ndarray]:
+    """Column arrays for n job runs starting in `span` (requeues add a second run of the same job id).
+
+    Starts are sorted and job ids follow them, as in a real store, where Slurm numbers jobs in submit order and
+    the hook's rows arrive in end order: consecutive rows are close in time (what a window's index scan meets).
+    """
     weights = 1.0 / np.arange(1, N_USERS + 1) ** 0.9
     user = rng.choice(N_USERS, size=n, p=weights / weights.sum())
-    acct_of_user = rng.integers(0, N_ACCOUNTS, size=(N_USERS, 2))
     account = acct_of_user[user, (rng.random(n) < 0.25).astype(int)]
     part = rng.choice(len(PARTITIONS), size=n, p=[p[1] for p in PARTITIONS])
     gpus = rng.choice(GPU_COUNTS, size=n, p=GPU_SHARE)
@@ -65,10 +69,10 @@ def _jobs(rng: np.random.Generator, n: int, first_id: int) -> dict[str, np.ndarr
     max_h = np.array([p[4] for p in PARTITIONS])[part]
     hours = np.minimum(np.exp(rng.normal(0.0, 1.3, size=n)), max_h)
     elapsed = np.maximum(60, (hours * 3600).astype(np.int64))
-    start = rng.integers(SPAN_START - 2 * 86400, SPAN_END, size=n)
+    start = np.sort(rng.integers(span[0], span[1], size=n))
     wait = rng.exponential(1800, size=n).astype(np.int64)
     job_id = first_id + np.arange(n)
-    # arrays: consecutive job ids share the array's id (the first task's id), tasks 0..k-1
+    # arrays: blocks of 5-100 of the array-flagged jobs share the array's id (its first task's id), tasks 0..k-1
     is_array = rng.random(n) < 0.20
     array_id = np.full(n, -1, dtype=np.int64)
     task = np.full(n, -1, dtype=np.int64)
@@ -132,8 +136,13 @@ def _gpu_rows(rng: np.random.Generator, c: dict[str, np.ndarray], run: np.ndarra
 
 
 def generate(path: str | Path, n_jobs: int, seed: int = 1) -> dict[str, float]:
-    """Write about n_jobs job runs to a new store at `path`; returns counts and seconds."""
-    path = Path(path)
+    """Write about n_jobs job runs to a new store at `path`; returns counts and seconds.
+
+    Written under a temporary name and renamed when complete, so an interrupted run never leaves a partial
+    store where a cache (bench/report.py) would take it for a finished one.
+    """
+    final = Path(path)
+    path = final.with_name(final.name + ".partial")
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     open_store(str(path)).close()  # schema from the real migrations
@@ -142,13 +151,19 @@ def generate(path: str | Path, n_jobs: int, seed: int = 1) -> dict[str, float]:
     conn.execute("PRAGMA synchronous=OFF")
     rng = np.random.default_rng(seed)
     user_util = np.clip(rng.beta(2.0, 2.0, size=N_USERS) * 100, 1, 99)
+    acct_of_user = rng.integers(0, N_ACCOUNTS, size=(N_USERS, 2))  # drawn once: a user keeps their accounts
     t0 = time.perf_counter()
     n_rows = n_gpu_rows = 0
     next_id = 1_000_000
+    n_chunks = -(-n_jobs // CHUNK)
+    edges = np.linspace(SPAN_START - 2 * 86400, SPAN_END, n_chunks + 1).astype(np.int64)
+    chunk = 0
     while n_rows < n_jobs:
         n = min(CHUNK, n_jobs - n_rows)
         n_first = max(1, round(n / 1.02))  # requeued jobs add a second run
-        c = _jobs(rng, n_first, next_id)
+        sl = min(chunk, n_chunks - 1)  # a chunk short of requeues is topped up by one more in the last slice
+        c = _jobs(rng, n_first, next_id, acct_of_user, (int(edges[sl]), int(edges[sl + 1])))
+        chunk += 1
         next_id += n_first
         req = np.flatnonzero(c["requeued"])[: n - n_first]
         # run 0 of a requeued job ends early (REQUEUED); run 1 starts after a fresh wait
@@ -172,8 +187,9 @@ def generate(path: str | Path, n_jobs: int, seed: int = 1) -> dict[str, float]:
     n_gpu_rows = conn.execute("SELECT COUNT(*) FROM job_gpus").fetchone()[0]
     conn.execute("ANALYZE")
     conn.close()
+    os.replace(path, final)
     return {"jobs": n_rows, "gpu_rows": n_gpu_rows, "seconds": time.perf_counter() - t0,
-            "bytes": os.path.getsize(path)}
+            "bytes": os.path.getsize(final)}
 
 
 def main() -> None:

@@ -168,3 +168,14 @@ def test_snapshot_reader_never_reads_under_a_writer(tmp_path):
         snap.execute("SELECT COUNT(*) FROM jobs")
     writer.close()  # last connection: checkpoint into the main file, -wal removed
     assert snap.execute("SELECT COUNT(*) FROM jobs").fetchone() == (2,)
+
+
+def test_narrow_window_shape_gives_the_same_figures(tmp_path, monkeypatch):
+    """A window holding little of the store reads only its jobs' GPU rows (query.is_narrow): same figures."""
+    import slurmkit.report.query as query
+
+    store = scenario(tmp_path / "a.db")
+    assert not query.is_narrow(store, window())  # the day holds nearly all of the scenario
+    monkeypatch.setattr(query, "NARROW_SHARE", 10.0)
+    assert query.is_narrow(store, window())
+    check_scenario_by_user(build("usage", store, window(), ["user"], None, Scope()))

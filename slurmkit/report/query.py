@@ -73,18 +73,43 @@ def _clip(start: str, end: str, lo: str, hi: str) -> str:
             f" - (CASE WHEN {start} > {lo} THEN {start} ELSE {lo} END))")
 
 
-def _per_job_gpus(idle_pct: float) -> tuple[str, list[Any]]:
-    """CTE g: per job run, the sums over its GPUs that the report needs (rows without util_mean are unmeasured)."""
-    sources = ",\n           ".join(f"SUM(CASE WHEN source = '{s}' THEN 1 ELSE 0 END) AS n_{s}" for s in SOURCES)
+# Per-job GPU record counts by metric source, packed into one integer (16 bits each) so that one SUM per GPU row
+# counts all four; a job has far fewer than 65,536 GPU rows of one source. Unpacked per job in the outer query.
+_SRC_BITS = 16
+
+
+def _source_code() -> str:
+    whens = " ".join(f"WHEN '{s}' THEN {1 << (_SRC_BITS * i)}" for i, s in enumerate(SOURCES))
+    return f"CASE source {whens} ELSE 0 END"
+
+
+def _source_count(packed: str, i: int) -> str:
+    # field i of the packed count, with integer division only ('%' would clash with psycopg's placeholders)
+    lo, hi = 1 << (_SRC_BITS * i), 1 << (_SRC_BITS * (i + 1))
+    if i == len(SOURCES) - 1:  # the top field: nothing above it (and 2**64 is no SQL integer)
+        return f"({packed} / {lo})"
+    return f"({packed} / {lo} - {packed} / {hi} * {1 << _SRC_BITS})"
+
+
+def _per_job_gpus(idle_pct: float, jobs_filter: str = "") -> tuple[str, list[Any]]:
+    """CTE g: per job run, the sums over its GPUs that the report needs (rows without util_mean are unmeasured).
+
+    Five aggregates per GPU row (this is the widest scan of a report). `jobs_filter` (SQL over jobs j) limits g to
+    the job runs a narrow window needs, found through the jobs index instead of reading every GPU row.
+    """
+    restrict = ""
+    if jobs_filter:
+        restrict = ("\n      AND (cluster, job_id, run) IN"
+                    f" (SELECT j.cluster, j.job_id, j.run FROM jobs j WHERE {jobs_filter})")
     sql = f"""g AS (
     SELECT cluster, job_id, run,
            COUNT(*) AS n_gpu,
            SUM(util_mean) AS util_sum,
-           SUM(COALESCE(idle_fraction, 0)) AS idle_sum,
+           SUM(idle_fraction) AS idle_sum,
            SUM(CASE WHEN util_mean < ? THEN 1 ELSE 0 END) AS n_idle,
-           {sources}
+           CAST(SUM({_source_code()}) AS BIGINT) AS src
     FROM job_gpus
-    WHERE util_mean IS NOT NULL
+    WHERE util_mean IS NOT NULL{restrict}
     GROUP BY cluster, job_id, run
 )"""
     return sql, [idle_pct]
@@ -94,43 +119,56 @@ def _scope_sql(scope: Scope) -> tuple[str, list[Any]]:
     return ("", []) if scope.everyone else (" AND j.user_name = ?", [scope.user])
 
 
+def _window_filter(window: Window, scope: Scope) -> tuple[str, list[Any]]:
+    """The job runs a report over `window` counts (SQL over jobs j): GPU jobs that overlap the window."""
+    scope_sql, scope_params = _scope_sql(scope)
+    return ("j.gpus > 0 AND j.start_time IS NOT NULL AND j.end_time IS NOT NULL"
+            f" AND j.start_time < ? AND j.end_time > ?{scope_sql}", [window.until, window.since, *scope_params])
+
+
 def aggregate_sql(window: Window, keys: list[str], period: str | None, scope: Scope,
-                  idle_pct: float = IDLE_UTIL_PCT) -> tuple[str, list[Any]]:
-    """The GROUP BY query behind usage/efficiency/top. Returns (sql with ? placeholders, params)."""
+                  idle_pct: float = IDLE_UTIL_PCT, *, narrow: bool = False,
+                  dialect: str = "sqlite") -> tuple[str, list[Any]]:
+    """The GROUP BY query behind usage/efficiency/top. Returns (sql with ? placeholders, params).
+
+    Shape, for speed on SQLite (measured in bench/report.py): g reads each GPU row once with five aggregates;
+    x is one row per job run and period, every per-row value computed once (SQLite would otherwise flatten x
+    into the outer query and re-evaluate `s` and `first` in every aggregate that names them: LIMIT -1 keeps x a
+    co-routine); the outer query only sums. `narrow`: the window holds a small part of the store, so g reads
+    only the GPU rows of the window's jobs (an index lookup per job) instead of every GPU row.
+    """
     buckets = periods(window, period) if period else [("", window.since, window.until)]
     values = ", ".join("(?, ?, ?)" for _ in buckets)
     params: list[Any] = [x for b in buckets for x in b]
-    g_sql, g_params = _per_job_gpus(idle_pct)
-    params += g_params
+    where, where_params = _window_filter(window, scope)
+    g_sql, g_params = _per_job_gpus(idle_pct, where if narrow else "")
+    params += g_params + (where_params if narrow else [])
     # Quoted: "user" is a reserved word in PostgreSQL (bare, it means CURRENT_USER, the database role).
     key_cols = [f"COALESCE({KEYS[k]}, '(none)') AS \"{k}\"" for k in keys]
     seconds = _clip("j.start_time", "j.end_time", "p.ps", "p.pe")
     # Count a job (and its wait and GPU counts) once: in the period it started in, or the first period.
     first = "(CASE WHEN j.start_time >= p.ps OR p.ps = ? THEN 1 ELSE 0 END)"
     # An idle GPU "inside" a multi-GPU job: below the threshold while some other GPU of the job was above it.
-    multi = "(CASE WHEN j.gpus > 1 AND g.n_idle > 0 AND g.n_idle < g.n_gpu THEN 1 ELSE 0 END)"
+    multi = "(CASE WHEN j.gpus > 1 AND g.n_idle > 0 AND g.n_idle < g.n_gpu THEN g.n_idle ELSE 0 END)"
     measured = "(CASE WHEN g.n_gpu > j.gpus THEN j.gpus ELSE COALESCE(g.n_gpu, 0) END)"
-    scope_sql, scope_params = _scope_sql(scope)
-    src_cols = ", ".join(f"COALESCE(g.n_{s}, 0) AS n_{s}" for s in SOURCES)
     x_sql = f"""x AS (
     SELECT {', '.join([*key_cols, 'p.period AS period'])},
-           j.gpus AS gpus, {seconds} AS s, {first} AS first,
-           j.start_time - j.submit_time AS wait_s,
-           CASE WHEN g.n_gpu IS NULL THEN 1 ELSE 0 END AS no_metrics,
-           {measured} AS n_measured,
-           COALESCE(g.util_sum, 0) AS util_sum, COALESCE(g.idle_sum, 0) AS idle_sum,
-           {multi} * g.n_idle AS idle_multi,
-           {src_cols}
+           {seconds} AS s, {first} AS first, j.gpus AS gpus, {measured} AS n_measured,
+           g.util_sum AS util_sum, g.idle_sum AS idle_sum, {multi} AS idle_multi,
+           j.start_time - j.submit_time AS wait_s, g.n_gpu AS n_gpu, g.src AS src
     FROM jobs j
     CROSS JOIN p
     LEFT JOIN g ON g.cluster = j.cluster AND g.job_id = j.job_id AND g.run = j.run
-    WHERE j.gpus > 0 AND j.start_time IS NOT NULL AND j.end_time IS NOT NULL
-      AND j.start_time < ? AND j.end_time > ?
-      AND j.start_time < p.pe AND j.end_time > p.ps{scope_sql}
+    WHERE {where}
+      AND j.start_time < p.pe AND j.end_time > p.ps{" LIMIT -1" if dialect == "sqlite" else ""}
 )"""
-    params += [window.since, window.until, window.since, *scope_params]
+    params += [window.since, *where_params]
     group = [*(f'"{k}"' for k in keys), "period"]
     f = "CAST({} AS DOUBLE PRECISION)"
+    # per job (counted once, in its first period): the wait and the GPU records by metric source
+    once = "CASE WHEN first = 1 THEN {} END"
+    sources = ", ".join(f"COALESCE(SUM({once.format(_source_count('src', i))}), 0) AS n_{s}"
+                        for i, s in enumerate(SOURCES))
     sql = f"""WITH p(period, ps, pe) AS (VALUES {values}),
 {g_sql},
 {x_sql}
@@ -138,25 +176,39 @@ SELECT {', '.join(group)},
        SUM(first) AS jobs,
        {f.format('SUM(gpus * s)')} / 3600 AS gpu_hours,
        {f.format('SUM(n_measured * s)')} / 3600 AS gpu_hours_measured,
-       {f.format('SUM(util_sum * s)')} / 360000 AS gpu_hours_used,
-       {f.format('SUM(idle_sum * s)')} / 3600 AS gpu_hours_wasted,
-       SUM(first * COALESCE(idle_multi, 0)) AS idle_gpus_in_multi,
-       {f.format('SUM(COALESCE(idle_multi, 0) * s)')} / 3600 AS idle_gpu_hours_in_multi,
-       SUM(first * no_metrics) AS jobs_no_metrics,
+       {f.format('COALESCE(SUM(util_sum * s), 0)')} / 360000 AS gpu_hours_used,
+       {f.format('COALESCE(SUM(idle_sum * s), 0)')} / 3600 AS gpu_hours_wasted,
+       SUM(first * idle_multi) AS idle_gpus_in_multi,
+       {f.format('SUM(idle_multi * s)')} / 3600 AS idle_gpu_hours_in_multi,
+       SUM(first) - COUNT({once.format('n_gpu')}) AS jobs_no_metrics,
        {f.format('SUM(first * wait_s)')} AS wait_s_sum,
-       SUM(CASE WHEN first = 1 AND wait_s IS NOT NULL THEN 1 ELSE 0 END) AS wait_n,
-       MAX(CASE WHEN first = 1 THEN wait_s END) AS wait_s_max,
-       {', '.join(f'SUM(first * n_{s}) AS n_{s}' for s in SOURCES)}
+       COUNT({once.format('wait_s')}) AS wait_n,
+       MAX({once.format('wait_s')}) AS wait_s_max,
+       {sources}
 FROM x
 GROUP BY {', '.join(group)}
 ORDER BY {', '.join(group)}"""
     return sql, params
 
 
+# Below this share of the store's time span, a report reads only its window's GPU rows (see aggregate_sql).
+NARROW_SHARE = 0.25
+
+
+def is_narrow(store: Store, window: Window) -> bool:
+    """Does `window` cover only a small part of the stored jobs' time span? (two index lookups: MIN/MAX)"""
+    lo, hi = store.execute("SELECT MIN(end_time), MAX(end_time) FROM jobs").fetchone()
+    if lo is None or hi is None or hi <= lo:
+        return False
+    inside = min(hi, window.until) - max(lo, window.since)
+    return inside < NARROW_SHARE * (hi - lo)
+
+
 def run_aggregate(store: Store, window: Window, keys: list[str], period: str | None, scope: Scope,
                   idle_pct: float = IDLE_UTIL_PCT):
     """Run the aggregate query; a pandas DataFrame with one row per group (x period)."""
-    sql, params = aggregate_sql(window, keys, period, scope, idle_pct)
+    sql, params = aggregate_sql(window, keys, period, scope, idle_pct, narrow=is_narrow(store, window),
+                                dialect=store.dialect)
     return _frame(store, sql, params)
 
 

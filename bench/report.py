@@ -1,0 +1,232 @@
+"""`sk report usage --by user,month` over 1M and 10M synthetic job records (bench/synth.py): the SQL path
+(aggregation in the database, slurmkit/report/query.py) against the naive path (every row into pandas, then
+groupby), side by side, in the same run. Checks that both give the same numbers.
+
+Each measurement is a fresh child process (interpreter, imports, opening the store, the report): wall time
+around the child, and its peak RSS from os.wait4's rusage. Medians over --runs (--runs-large for sizes over
+2M). Goals (issue 5): 1M <= 2 s, 10M <= 20 s, peak memory <= 2 GB.
+
+Generated stores are cached under /tmp, keyed by size, seed and a hash of synth.py and the store migrations,
+so only the first run pays for generating (about 6 min for 10M on 2 cores).
+
+    .venv/bin/python bench/report.py                       # 1M and 10M
+    .venv/bin/python bench/report.py --sizes 100000 --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SINCE, UNTIL = "2025-12-01", "2026-12-01"  # synth.py's year: 12 months
+GOALS_S = {1_000_000: 2.0, 10_000_000: 20.0}
+GOAL_RSS_MIB = 2048
+# The naive child reads every row; past this address-space limit it fails with MemoryError rather than push
+# the shared machine into the OOM killer.
+NAIVE_AS_LIMIT = 14 * 2**30
+FIGURES = ["jobs", "gpu_hours", "gpu_hours_measured", "gpu_hours_used", "gpu_hours_wasted", "idle_gpus_in_multi",
+           "idle_gpu_hours_in_multi", "jobs_no_metrics", "wait_s_sum", "wait_n", "wait_s_max",
+           "n_nvml", "n_dcgm", "n_slurm", "n_simulated"]
+
+
+def cached_store(n_jobs: int, seed: int = 1) -> Path:
+    """The synthetic store for (n_jobs, seed), generated once and kept in /tmp."""
+    h = hashlib.sha256((ROOT / "bench" / "synth.py").read_bytes())
+    for mig in sorted((ROOT / "slurmkit" / "store" / "migrations").glob("*.sql")):
+        h.update(mig.read_bytes())
+    path = Path(tempfile.gettempdir()) / f"sk-bench-report-{n_jobs}-s{seed}-{h.hexdigest()[:10]}.db"
+    if not path.exists():
+        from bench import synth
+
+        print(f"generating {n_jobs:,} job records into {path} (cached for later runs) ...", flush=True)
+        r = synth.generate(path, n_jobs, seed)
+        print(f"  {r['jobs']:,} job runs, {r['gpu_rows']:,} GPU rows, {r['bytes'] / 2**20:,.0f} MiB, "
+              f"{r['seconds']:.0f} s", flush=True)
+    return path
+
+
+# ---------------------------------------------------------------- children (one report each, in a fresh process)
+
+def child_sql(db: str, out: str) -> None:
+    """What `sk report usage --by user,month` does: read-only open, one GROUP BY query, figures, text."""
+    from slurmkit.report.access import open_readonly
+    from slurmkit.report.build import build
+    from slurmkit.report.formats import render_text
+    from slurmkit.report.query import Scope
+    from slurmkit.report.window import parse_window
+
+    window = parse_window(SINCE, UNTIL)
+    with open_readonly(db, "slurmkit-admin") as store:
+        rep = build("usage", store, window, ["user"], "month", Scope())
+    render_text(rep, "table")
+    rep.table[["user", "period", *FIGURES]].to_pickle(out)
+
+
+def child_naive(db: str, out: str) -> None:
+    """The baseline: every job and GPU row into pandas, then the same figures with merge/groupby."""
+    import sqlite3
+
+    import numpy as np
+    import pandas as pd
+
+    from slurmkit.report.build import derive
+    from slurmkit.report.figures import IDLE_UTIL_PCT
+    from slurmkit.report.query import SOURCES
+    from slurmkit.report.window import parse_window, periods
+
+    window = parse_window(SINCE, UNTIL)
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    jobs = pd.read_sql_query("SELECT cluster, job_id, run, user_name, gpus, submit_time, start_time, end_time "
+                             "FROM jobs", conn)
+    gpus = pd.read_sql_query("SELECT cluster, job_id, run, util_mean, idle_fraction, source FROM job_gpus", conn)
+    key = ["cluster", "job_id", "run"]
+    gpus = gpus[gpus["util_mean"].notna()]
+    gpus = gpus.assign(idle=gpus["idle_fraction"].fillna(0.0), is_idle=(gpus["util_mean"] < IDLE_UTIL_PCT),
+                       **{f"n_{s}": gpus["source"] == s for s in SOURCES})
+    g = gpus.groupby(key).agg(n_gpu=("util_mean", "size"), util_sum=("util_mean", "sum"), idle_sum=("idle", "sum"),
+                              n_idle=("is_idle", "sum"), **{f"n_{s}": (f"n_{s}", "sum") for s in SOURCES})
+    j = jobs[(jobs["gpus"] > 0) & jobs["start_time"].notna() & jobs["end_time"].notna()
+             & (jobs["start_time"] < window.until) & (jobs["end_time"] > window.since)]
+    j = j.merge(g, left_on=key, right_index=True, how="left")
+    has = j["n_gpu"].notna()
+    n_gpu = j["n_gpu"].fillna(0)
+    j = j.assign(n_measured=np.minimum(n_gpu, j["gpus"]), no_metrics=(~has).astype(int),
+                 idle_multi=np.where((j["gpus"] > 1) & (j["n_idle"] > 0) & (j["n_idle"] < n_gpu), j["n_idle"], 0),
+                 wait_s=j["start_time"] - j["submit_time"])
+    parts = []
+    for label, ps, pe in periods(window, "month"):
+        x = j[(j["start_time"] < pe) & (j["end_time"] > ps)]
+        s = np.minimum(x["end_time"], pe) - np.maximum(x["start_time"], ps)
+        first = ((x["start_time"] >= ps) | (ps == window.since)).astype(int)
+        parts.append(pd.DataFrame({
+            "user": x["user_name"].fillna("(none)"), "period": label, "jobs": first,
+            "gpu_hours": x["gpus"] * s / 3600, "gpu_hours_measured": x["n_measured"] * s / 3600,
+            "gpu_hours_used": x["util_sum"].fillna(0) * s / 360000,
+            "gpu_hours_wasted": x["idle_sum"].fillna(0) * s / 3600,
+            "idle_gpus_in_multi": first * x["idle_multi"], "idle_gpu_hours_in_multi": x["idle_multi"] * s / 3600,
+            "jobs_no_metrics": first * x["no_metrics"], "wait_s_sum": first * x["wait_s"],
+            "wait_n": first * x["wait_s"].notna(), "wait_s_max": x["wait_s"].where(first == 1),
+            **{f"n_{s_}": first * x[f"n_{s_}"].fillna(0) for s_ in SOURCES}}))
+    agg = {c: "sum" for c in FIGURES}
+    agg["wait_s_max"] = "max"
+    table = pd.concat(parts).groupby(["user", "period"], as_index=False).agg(agg)
+    derive(table).to_pickle(out)  # the report's ratios and "unknown, never 0" rule, as on the SQL path
+
+
+# ---------------------------------------------------------------- parent
+
+def measure(kind: str, db: Path, limit_as: int | None = None) -> tuple[float, float, str | None, str]:
+    """(wall s, peak RSS MiB, error or None, result pickle) of one child."""
+    fd, out = tempfile.mkstemp(suffix=".pkl", prefix=f"sk-bench-{kind}-")
+    os.close(fd)
+
+    def limits():
+        if limit_as:
+            resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, __file__, "--child", kind, "--db", str(db), "--out", out],
+                            stderr=subprocess.PIPE, text=True, preexec_fn=limits)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read() if proc.stderr else ""
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    error = None
+    if proc.returncode != 0:
+        error = "MemoryError" if "MemoryError" in err else f"exit {proc.returncode}: {err.strip()[-300:]}"
+    return wall, usage.ru_maxrss / 1024, error, out
+
+
+def same_numbers(a_pkl: str, b_pkl: str) -> str:
+    import pandas as pd
+
+    a = pd.read_pickle(a_pkl).sort_values(["user", "period"]).reset_index(drop=True)
+    b = pd.read_pickle(b_pkl).sort_values(["user", "period"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a[["user", "period", *FIGURES]], b[["user", "period", *FIGURES]],
+                                  check_dtype=False, rtol=1e-9)
+    return f"{len(a):,} rows x {len(FIGURES)} figures equal (rtol 1e-9)"
+
+
+def bench_size(n: int, runs: int, naive_runs: int) -> dict:
+    db = cached_store(n)
+    # one untimed run first: the OS page cache then holds the store for both paths alike
+    measure("sql", db)
+    sql = [measure("sql", db) for _ in range(runs)]
+    res = {"n": n, "runs": runs, "naive_runs": naive_runs, "sql_s": statistics.median(r[0] for r in sql),
+           "sql_rss": max(r[1] for r in sql), "sql_error": next((r[2] for r in sql if r[2]), None)}
+    if naive_runs:
+        nv = [measure("naive", db, NAIVE_AS_LIMIT) for _ in range(naive_runs)]
+        res.update(naive_s=statistics.median(r[0] for r in nv), naive_rss=max(r[1] for r in nv),
+                   naive_error=next((r[2] for r in nv if r[2]), None))
+        if not res["sql_error"] and not res["naive_error"]:
+            res["check"] = same_numbers(sql[-1][3], nv[-1][3])
+        for r in nv:
+            os.unlink(r[3])
+    for r in sql:
+        os.unlink(r[3])
+    return res
+
+
+def report(res: dict) -> None:
+    n, goal = res["n"], GOALS_S.get(res["n"])
+    verdict = "" if goal is None else f" (goal <= {goal:g} s: {'met' if res['sql_s'] <= goal else 'MISSED'})"
+    print(f"\n{n:,} job records, usage by user x month, median of {res['runs']} fresh processes:")
+    print(f"  SQL (GROUP BY in SQLite)   {res['sql_s']:7.2f} s{verdict}, peak RSS {res['sql_rss']:,.0f} MiB "
+          f"(goal <= {GOAL_RSS_MIB:,}: {'met' if res['sql_rss'] <= GOAL_RSS_MIB else 'MISSED'})")
+    if res.get("sql_error"):
+        print(f"    FAILED: {res['sql_error']}")
+    if "naive_s" in res:
+        if res.get("naive_error"):
+            print(f"  naive (all rows -> pandas)  failed: {res['naive_error']} (limit {NAIVE_AS_LIMIT / 2**30:.0f} GiB "
+                  f"address space), peak RSS {res['naive_rss']:,.0f} MiB")
+        else:
+            print(f"  naive (all rows -> pandas) {res['naive_s']:7.2f} s, peak RSS {res['naive_rss']:,.0f} MiB "
+                  f"(median of {res['naive_runs']})")
+            print(f"  ratio naive / SQL: {res['naive_s'] / res['sql_s']:.1f}x time, "
+                  f"{res['naive_rss'] / res['sql_rss']:.1f}x memory")
+    if "check" in res:
+        print(f"  same numbers: {res['check']}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1000000,10000000", help="comma-separated job-record counts")
+    ap.add_argument("--runs", type=int, default=5, help="timed runs per path (sizes up to 2M)")
+    ap.add_argument("--runs-large", type=int, default=3, help="timed SQL runs for sizes over 2M")
+    ap.add_argument("--naive-runs-large", type=int, default=1, help="timed naive runs for sizes over 2M")
+    ap.add_argument("--no-naive", action="store_true", help="skip the pandas baseline")
+    ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    ap.add_argument("--child", choices=["sql", "naive"], help=argparse.SUPPRESS)
+    ap.add_argument("--db", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        (child_sql if a.child == "sql" else child_naive)(a.db, a.out)
+        return
+    print(f"bench/report.py: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start; "
+          f"python {sys.version.split()[0]}")
+    results = []
+    for n in (int(s) for s in a.sizes.split(",")):
+        large = n > 2_000_000
+        naive_runs = 0 if a.no_naive else a.naive_runs_large if large else a.runs
+        res = bench_size(n, a.runs_large if large else a.runs, naive_runs)
+        report(res)
+        results.append(res)
+    if a.json:
+        Path(a.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
