@@ -34,6 +34,7 @@ golden: venv
 bench: venv
 	$(VENV)/bin/python bench/render.py
 	$(VENV)/bin/python bench/submit.py
+	$(VENV)/bin/python bench/report.py
 
 demo: venv up
 	mkdir -p /tmp/sk-demo

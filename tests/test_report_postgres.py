@@ -1,6 +1,6 @@
 """The report figures on a real PostgreSQL (contrib/devcluster/pg-up): the same portable SQL and the same
-hand-computed values as the SQLite tests in tests/test_report.py. Each module run gets its own schema
-(search_path in the connection URL), dropped afterwards.
+hand-computed values as the SQLite tests in tests/test_report.py. Each test gets its own schema (conftest's
+pg_schema_url), dropped afterwards.
 """
 
 from __future__ import annotations
@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import uuid
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from report_store import T0, H, add_gpus, add_job, check_scenario_by_user, scenario
@@ -22,39 +20,19 @@ from slurmkit.report.window import parse_window
 pytestmark = pytest.mark.postgres
 
 
-@pytest.fixture(scope="module")
-def schema_url(pg_url):
-    """A URL whose connections use a fresh schema; yields a factory for per-test schemas."""
-    import psycopg
-
-    made: list[str] = []
-
-    def new() -> str:
-        name = f"sk_report_test_{uuid.uuid4().hex[:10]}"
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute(f'CREATE SCHEMA "{name}"')
-        made.append(name)
-        return pg_url + ("&" if "?" in pg_url else "?") + "options=" + quote(f"-csearch_path={name}")
-
-    yield new
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        for name in made:
-            conn.execute(f'DROP SCHEMA "{name}" CASCADE')
-
-
 def window():
     return parse_window("2026-11-01", "2026-11-02")
 
 
-def test_usage_by_user_hand_computed(schema_url):
-    url = schema_url()
+def test_usage_by_user_hand_computed(pg_schema_url):
+    url = pg_schema_url()
     with scenario(url) as s:
         assert s.dialect == "postgresql"
         check_scenario_by_user(build("usage", s, window(), ["user"], None, Scope()))
 
 
-def test_period_split_time_zone_and_scope(schema_url):
-    with scenario(schema_url()) as s:
+def test_period_split_time_zone_and_scope(pg_schema_url):
+    with scenario(pg_schema_url()) as s:
         add_job(s, 9, user="carol", gpus=2, start=T0 + 20 * H, end=T0 + 28 * H)  # 8 GPU-h on each of two days
         s.conn.commit()
         rep = build("usage", s, parse_window("2026-11-01", "2026-11-03"), ["user"], "day", Scope("carol"))
@@ -66,8 +44,8 @@ def test_period_split_time_zone_and_scope(schema_url):
         assert list(rep.table["user"]) == ["alice"] and rep.table.iloc[0]["gpu_hours"] == pytest.approx(10.0)
 
 
-def test_idle_jobs_histogram_and_arrays(schema_url):
-    with scenario(schema_url()) as s:
+def test_idle_jobs_histogram_and_arrays(pg_schema_url):
+    with scenario(pg_schema_url()) as s:
         for task in range(3):  # array 100: three tasks with their own job ids, 1 GPU x 1 h at 60 %
             add_job(s, 101 + task, user="dave", gpus=1, start=T0, end=T0 + H, array=(100, task))
             add_gpus(s, 101 + task, [60])
@@ -84,8 +62,8 @@ def test_idle_jobs_histogram_and_arrays(schema_url):
         assert hist == {0: 4.0, 1: 0, 2: 0, 3: 0, 4: 0, 5: 1.0, 6: 3.0, 7: 0, 8: 4.0, 9: 3.0}
 
 
-def test_cli_reads_postgres_url(schema_url):
-    url = schema_url()
+def test_cli_reads_postgres_url(pg_schema_url):
+    url = pg_schema_url()
     scenario(url).close()
     out = subprocess.run([str(Path(sys.executable).parent / "sk"), "report", "usage", "--since", "2026-11-01",
                           "--until", "2026-11-02", "--db", url, "--format", "json"], capture_output=True, text=True)
