@@ -179,3 +179,12 @@ def test_narrow_window_shape_gives_the_same_figures(tmp_path, monkeypatch):
     monkeypatch.setattr(query, "NARROW_SHARE", 10.0)
     assert query.is_narrow(store, window())
     check_scenario_by_user(build("usage", store, window(), ["user"], None, Scope()))
+
+
+def test_relative_spans_back_from_now():
+    from datetime import datetime, timezone
+
+    now = datetime(2026, 11, 2, 12, tzinfo=timezone.utc)
+    assert parse_window("90m", None, now=now).since == int(now.timestamp()) - 90 * 60  # minutes, as in sk admin
+    assert parse_window("36h", None, now=now).since == int(now.timestamp()) - 36 * H
+    assert parse_window("2w", None, now=now).since == int(now.timestamp()) - 14 * 24 * H

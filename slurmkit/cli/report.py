@@ -27,7 +27,7 @@ def report() -> None:
 def _common(fn):
     opts = [
         click.option("--since", metavar="WHEN", help="Start (inclusive): 2026-11-01, 2026-11-01T08:00+01:00, "
-                     "30d, 12h, 4w, today, yesterday, this-month, last-month. Default: 30d."),
+                     "30d, 12h, 90m, 4w, today, yesterday, this-month, last-month. Default: 30d."),
         click.option("--until", metavar="WHEN", help="End (exclusive), same forms. Default: now "
                      "(with --since last-month: the end of that month)."),
         click.option("--tz", metavar="ZONE", default="UTC", show_default=True,

@@ -15,9 +15,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from slurmkit.errors import InputError, Problem
 
 PERIODS = ("day", "week", "month")
-_RELATIVE = re.compile(r"^(\d+)\s*([hdw])$")
+# Spans back from now; "m" is minutes, as in `sk admin reconcile --since 90m` (months: this-month, last-month).
+_RELATIVE = re.compile(r"^(\d+)\s*(min|m|h|d|w)$")
 _HINT = ("use a date (2026-11-01), a date and time (2026-11-01T08:00, optionally with +01:00 or Z), "
-         "a span back from now (12h, 30d, 4w), or one of: now, today, yesterday, this-month, last-month")
+         "a span back from now (90m, 12h, 30d, 4w), or one of: now, today, yesterday, this-month, last-month")
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,8 @@ def parse_when(text: str, *, tz: tzinfo, now: datetime, option: str, end: bool =
     m = _RELATIVE.match(word)
     if m:
         n, unit = int(m.group(1)), m.group(2)
-        delta = {"h": timedelta(hours=n), "d": timedelta(days=n), "w": timedelta(weeks=n)}[unit]
+        delta = {"m": timedelta(minutes=n), "min": timedelta(minutes=n), "h": timedelta(hours=n),
+                 "d": timedelta(days=n), "w": timedelta(weeks=n)}[unit]
         return now - delta
     try:
         value = datetime.fromisoformat(raw.replace("Z", "+00:00").replace(" ", "T"))
