@@ -397,7 +397,8 @@ def check_gpus(dev: Devices) -> Check:
         return Check("gpus", WARN, f"Slurm allocated {n} GPUs ({','.join(dev.allocated)}) but CUDA_VISIBLE_DEVICES="
                      f"{dev.cvd} shows {len(vis)}: narrowed by the script or per-task GPU binding; NCCL's CUDA IPC/"
                      "NVLink between ranks needs every job GPU visible to every rank",
-                     "launch with --gpu-bind=none and pick the device by local rank (sk's bind step does)", details)
+                     "request GPUs per node, not per task (no --gpus-per-task/--gpu-bind on srun), and pick the "
+                     "device by local rank (sk's bind step does)", details)
     if visible_smi is not None and visible_smi < n:
         return Check("gpus", FAIL, f"Slurm allocated {n} GPUs but nvidia-smi sees only {visible_smi} here",
                      "a GPU may have fallen off the bus (dmesg: Xid 79) or the device cgroup is wrong; drain the "

@@ -6,9 +6,13 @@ Recipes (../shared/notes/binding-and-nccl.md), chosen by launcher:
                each goes through the same bind step (keyed by torchrun's LOCAL_RANK).
   C  mpi:      recipe A with `srun --mpi=<site mpi>` and UCX_NET_DEVICES=<nearest HCA>:1 per rank.
   -  none:     one task, the command runs in the batch shell.
-GPUs are always requested per node and launched with --gpu-bind=none: per-task GPU binding
-(--gpus-per-task implies --gpu-bind=per_task since Slurm 21.08) gives every task its own device cgroup and breaks
-CUDA IPC / NVLink peer access between ranks. Which physical GPUs a job got is only known at run time, so the
+GPUs are always requested per node, never per task: per-task GPU binding (--gpus-per-task implies
+--gpu-bind=per_task since Slurm 21.08) gives every task its own device cgroup and breaks CUDA IPC / NVLink peer
+access between ranks. Steps pass no --gpu-bind at all: without a per-task request Slurm binds nothing and gives
+every task CUDA_VISIBLE_DEVICES = all of the job's GPUs on its node, whereas an explicit `--gpu-bind=none` on a
+multi-task step makes Slurm 22.05 *unset* CUDA_VISIBLE_DEVICES and SLURM_STEP_GPUS in every task (seen on the
+devcluster), leaving a rank that picks "device LOCAL_RANK" free to open another job's GPU where devices are not
+confined. Which physical GPUs a job got is only known at run time, so the
 binding is chosen at run time (the bind step in the script), from the node type's topology table rendered here.
 """
 
@@ -317,7 +321,8 @@ def _srun_options(spec: JobSpec, site: Site, cpus_per_task: int, runtime: str) -
     if spec.launcher == "none":
         return []
     # -c again on srun: Slurm 22.05-23.02 srun does not inherit --cpus-per-task from the allocation.
-    opts = ["--cpu-bind=none", "--gpu-bind=none", f"--cpus-per-task={cpus_per_task}"]
+    # No --gpu-bind: see the module docstring (22.05 unsets CUDA_VISIBLE_DEVICES in tasks of a --gpu-bind=none step).
+    opts = ["--cpu-bind=none", f"--cpus-per-task={cpus_per_task}"]
     if spec.launcher == "mpi":
         opts.append(f"--mpi={site.mpi}")
     if spec.container and runtime == "pyxis":

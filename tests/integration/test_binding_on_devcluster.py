@@ -24,6 +24,7 @@ from tests.integration.jobs import DEVSITE, fields, render_and_sbatch, wait
 pytestmark = pytest.mark.integration
 
 PRINT = ('echo "RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE MASTER_ADDR=$MASTER_ADDR GPU=$SK_GPU '
+         'CUDA_DEVICE=$SK_CUDA_DEVICE CVD=${CUDA_VISIBLE_DEVICES:-unset} JOB_GPUS=$SLURM_JOB_GPUS '
          'NUMA=$SK_NUMA CPUS=$SK_CPUS HCA=$SK_HCA HOST=$SLURMD_NODENAME AFF=$(taskset -cp $$ | cut -d: -f2 | tr -d '
          "' ') POLICY=$(numactl --show | awk '/^policy/ {print $2}')\"")
 
@@ -55,6 +56,8 @@ command: [bash, -c, {yaml.safe_dump(PRINT).strip()}]
         assert int(r["GPU"]) == int(r["LOCAL_RANK"])  # whole node: local rank i gets GPU i
         assert (int(r["NUMA"]), r["CPUS"], r["HCA"]) == (g.numa, g.cpus, g.hca)
         assert r["WORLD_SIZE"] == "16" and r["MASTER_ADDR"] == "gpu01"
+        assert r["CVD"] == r["JOB_GPUS"] == "0,1,2,3,4,5,6,7"  # every rank sees all of its node's job GPUs
+        assert r["CUDA_DEVICE"] == r["LOCAL_RANK"]
 
 
 def _local_site(tmp_path) -> str:
@@ -125,6 +128,10 @@ command: [bash, -c, {yaml.safe_dump(PRINT).strip()}]
     for r in ranks:
         g = nt.gpu_by_index(int(r["GPU"]))
         assert (int(r["NUMA"]), r["CPUS"], r["HCA"]) == (g.numa, g.cpus, g.hca)
+        # Both ranks see both job GPUs (and no other); the rank's CUDA ordinal is its GPU's place among them.
+        visible = r["CVD"].split(",")
+        assert r["CVD"] == r["JOB_GPUS"] and sorted(int(i) for i in visible) == gpus, r
+        assert visible[int(r["CUDA_DEVICE"])] == r["GPU"], r
 
 
 def test_hundred_task_sweep_is_one_array_and_each_task_gets_its_parameters(tmp_path, devcluster):

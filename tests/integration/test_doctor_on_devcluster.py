@@ -96,13 +96,15 @@ def test_two_ranks_report_the_gpus_and_cpus_slurm_gave_them(tmp_path, devcluster
         assert rc == report["exit_status"] == 2  # the binding FAIL (and the absent HCAs) make it 2
 
 
-def test_sk_rendered_step_reports_what_gpu_bind_none_leaves(tmp_path, devcluster):
-    # sk's recipe A launches `srun --gpu-bind=none`; the doctor in each rank must report that step's reality
+def test_sk_rendered_step_gives_every_rank_the_jobs_gpus(tmp_path, devcluster):
+    # sk's recipe A step has no --gpu-bind (with --gpu-bind=none, 22.05 unsets CUDA_VISIBLE_DEVICES in the tasks):
+    # each rank sees the job's GPUs, and the doctor in each rank says so
     job = render_and_sbatch(_two_rank_spec("doctor", DEVSITE), tmp_path)
     assert wait(job) == "COMPLETED"
     for rank in (0, 1):
         report, _, seen = _rank_files(tmp_path, rank)
         by = {c["name"]: c for c in report["checks"]}
+        assert seen["CVD"] and by["gpus"]["status"] == "PASS", by["gpus"]
         _assert_gpus_check(by["gpus"], seen)
         assert by["cuda_env"]["details"]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # the script exports it
         assert by["binding"]["details"]["gpu"] == int(seen["JOB"].split(",")[int(seen["LOCALID"])])

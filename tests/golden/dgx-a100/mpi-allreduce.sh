@@ -19,6 +19,8 @@ export CUDA_DEVICE_ORDER=PCI_BUS_ID
 export NCCL_SOCKET_IFNAME=ib0
 export NCCL_IB_HCA='=mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7'
 export NCCL_CROSS_NIC=0
+# srun would take per-task GPU binding from these if the submitting shell had them; every rank must see all GPUs.
+unset SLURM_GPU_BIND SLURM_GPUS_PER_TASK SLURM_NTASKS_PER_GPU
 # Rendezvous: the first node of the allocation; the port is derived from the job id so jobs sharing a node differ.
 MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 export MASTER_ADDR
@@ -59,19 +61,24 @@ sk_cpu_intersect() {  # intersect two kernel cpulists ("0-3,8"), print the resul
 sk_bind() {
   local lrank gpus n pos gpu cuda allowed cpus mems
   local sk_numa sk_cpus sk_hca
-  local -a phys vis
+  local -a phys
   lrank=$SLURM_LOCALID
   export LOCAL_RANK=$lrank RANK=$SLURM_PROCID
   gpus=${SLURM_STEP_GPUS:-${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}}
   IFS=, read -r -a phys <<< "$gpus"
-  IFS=, read -r -a vis <<< "${CUDA_VISIBLE_DEVICES:-$gpus}"
   n=${#phys[@]}
   if (( n == 0 )); then
     echo "sk-bind: rank $RANK: no GPUs allocated (SLURM_JOB_GPUS empty); running unbound" >&2
     exec "$@"
   fi
   pos=$(( lrank % n ))
-  gpu=${phys[$pos]} cuda=${vis[$pos]:-$pos}
+  # SK_CUDA_DEVICE: the CUDA ordinal of this rank's GPU. Slurm lists the job's GPUs of this node in
+  # CUDA_VISIBLE_DEVICES in SLURM_JOB_GPUS order (renumbered from 0 where ConstrainDevices confines them), so the
+  # ordinal is the GPU's position in that list, whatever the numbers in it are.
+  gpu=${phys[$pos]} cuda=$pos
+  if [[ -z ${CUDA_VISIBLE_DEVICES:-} ]]; then
+    echo "sk-bind: rank $RANK: CUDA_VISIBLE_DEVICES is not set in this step; CUDA may see GPUs this job was not given" >&2
+  fi
   export SK_GPU=$gpu SK_CUDA_DEVICE=$cuda
   if ! sk_topology "$gpu"; then
     echo "sk-bind: rank $RANK: GPU $gpu is not in the site's topology for dgx-a100; running unbound" >&2
@@ -104,4 +111,4 @@ sk_bind() {
 export -f sk_topology sk_cpu_intersect sk_bind
 # Recipe C: one MPI rank per GPU, started by srun's pmix plugin; each rank uses its nearest HCA (UCX_NET_DEVICES).
 # shellcheck disable=SC2016
-srun --cpu-bind=none --gpu-bind=none --cpus-per-task=4 --mpi=pmix bash -c 'sk_bind "$@"' sk_bind osu_allreduce -d cuda -m 1048576:1073741824
+srun --cpu-bind=none --cpus-per-task=4 --mpi=pmix bash -c 'sk_bind "$@"' sk_bind osu_allreduce -d cuda -m 1048576:1073741824
