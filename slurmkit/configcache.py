@@ -40,12 +40,16 @@ def _code_version() -> bytes:
     here = Path(__file__).parent
     files = [here / name for name in _MODEL_CODE]
     for lib in ("pydantic", "pydantic_core"):  # located, not imported: importing pydantic is what we avoid
-        spec = find_spec(lib)
-        files += [Path(spec.origin)] if spec and spec.origin else []
+        with contextlib.suppress(ImportError, ValueError):
+            spec = find_spec(lib)
+            files += [Path(spec.origin)] if spec and spec.origin else []
     parts = [__version__, sys.version]
     for f in files:
-        st = os.stat(f)  # a development checkout, or an upgrade, changes these
-        parts.append(f"{f} {st.st_mtime_ns} {st.st_size}")
+        try:
+            st = os.stat(f)  # a development checkout, or an upgrade, changes these
+            parts.append(f"{f} {st.st_mtime_ns} {st.st_size}")
+        except OSError:
+            parts.append(f"{f} unknown")
     return "\n".join(parts).encode()
 
 
