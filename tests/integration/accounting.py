@@ -63,7 +63,10 @@ def wait_final(job_ids: list[int], timeout: float = 240, tick=None) -> dict[int,
         if tick:
             tick()
         got = states(job_ids)
-        if set(job_ids) <= set(got) and all(s in FINAL for s in got.values()):
+        # squeue too: slurmdbd learns of array tasks asynchronously, so sacct can briefly show only finished ones
+        queued = subprocess.run(["squeue", "-h", "-j", ",".join(map(str, job_ids)), "-o", "%i"],
+                                capture_output=True, text=True).stdout.strip()
+        if set(job_ids) <= set(got) and all(s in FINAL for s in got.values()) and not queued:
             return got
         if time.monotonic() > deadline:
             raise TimeoutError(f"jobs not finished after {timeout:.0f} s: {got}")
