@@ -1,0 +1,86 @@
+"""`sk admin reconcile` on the devcluster: real jobs, real sacct, the installed hook wrapper, private stores.
+
+A job whose hook record was deleted comes back from sacct; a record the hook wrote without scontrol (the
+wrapper run as Slurm runs it, on a PATH without scontrol) is completed with the allocation Slurm reported.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from tests.integration import accounting as acct
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def job(devcluster):
+    job_id = acct.sbatch("--gpus=a100:2", "-t", "2", "--wrap", "sleep 1", name=acct.tag("reconcile"))
+    acct.wait_final([job_id], timeout=120)
+    [run] = acct.sacct_runs([job_id])
+    [row] = acct.hook_rows([run])
+    return run, row
+
+
+def reconcile(store, since: int, *extra: str) -> dict:
+    return acct.sk_json("admin", "reconcile", "--since", str(since - 60), "--store", str(store), "--spool",
+                        "/nonexistent-spool", "-q", *extra)
+
+
+def test_reconcile_restores_a_job_whose_hook_record_was_deleted(job, tmp_path):
+    run, row = job
+    store = tmp_path / "store.db"
+    acct.put(tmp_path / "spool", [row])
+    acct.sk("admin", "ingest", "--spool", str(tmp_path / "spool"), "--store", str(store))
+    with sqlite3.connect(store) as conn:
+        assert conn.execute("DELETE FROM jobs WHERE job_id = ?", (row["job_id"],)).rowcount == 1
+    res = reconcile(store, run["submit_time"])
+    assert [(c["action"], c["run"]) for c in res["changes"] if c["job_id"] == row["job_id"]] == [("insert", 0)]
+    [back] = acct.private_rows(store, [row["job_id"]])
+    assert (back["source"], back["gpus"], back["gpu_types"]) == ("reconcile", 2, "a100")
+    assert {c: back[c] for c in acct.COMPARED} == {c: row[c] for c in acct.COMPARED}
+    again = reconcile(store, run["submit_time"])
+    assert [c for c in again["changes"] if c["job_id"] == row["job_id"]] == []
+
+
+def test_the_installed_wrapper_writes_the_record_slurm_would_get(job, tmp_path):
+    run, row = job
+    res = acct.run_jobcomp_wrapper(acct.jobcomp_env(run), SK_SPOOL=str(tmp_path / "spool"),
+                                   SK_HOOK_LOG=str(tmp_path / "hooks.log"))
+    assert res.returncode == 0 and res.stdout == res.stderr == ""
+    [path] = (tmp_path / "spool").glob(f"job-devcluster-{row['job_id']}-0-*.json")
+    rec = json.loads(path.read_text())
+    assert {c: rec[c] for c in (*acct.COMPARED, "tres", "flags")} == {c: row[c] for c in (*acct.COMPARED, "tres",
+                                                                                          "flags")}
+
+
+def test_reconcile_completes_a_record_written_without_scontrol(job, tmp_path):
+    run, row = job
+    log = tmp_path / "hooks.log"
+    res = acct.run_jobcomp_wrapper(acct.jobcomp_env(run), SK_SPOOL=str(tmp_path / "spool"), SK_HOOK_LOG=str(log),
+                                   PATH=str(tmp_path))  # no scontrol on this PATH
+    assert res.returncode == 0
+    assert f"scontrol show job {row['job_id']} failed" in log.read_text()
+    [path] = (tmp_path / "spool").glob(f"job-devcluster-{row['job_id']}-0-*.json")
+    assert (json.loads(path.read_text())["flags"], json.loads(path.read_text())["gpus"]) == ("no-scontrol", 0)
+    store = tmp_path / "store.db"
+    acct.sk("admin", "ingest", "--spool", str(tmp_path / "spool"), "--store", str(store))
+    res = reconcile(store, run["submit_time"])
+    [change] = [c for c in res["changes"] if c["job_id"] == row["job_id"]]
+    assert change["action"] == "complete" and "no-scontrol" in change["detail"]
+    [done] = acct.private_rows(store, [row["job_id"]])
+    assert (done["gpus"], done["gpu_types"], done["flags"], done["source"]) == (2, "a100", "reconciled", "jobcomp")
+
+
+def test_dry_run_shows_the_change_and_makes_none(job, tmp_path):
+    run, row = job
+    store = tmp_path / "store.db"
+    res = acct.sk("admin", "reconcile", "--since", str(run["submit_time"] - 60), "--store", str(store),
+                  "--spool", "/nonexistent-spool", "--dry-run")
+    assert f"insert           devcluster job {row['job_id']} run 0: COMPLETED, 2 x a100" in res.stdout
+    assert "would be:" in res.stdout and "dry run: the store was not changed" in res.stdout
+    assert "reconcile: " in res.stderr  # progress
+    assert acct.private_rows(store, [row["job_id"]]) == []
