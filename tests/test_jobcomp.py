@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit.accounting import hooks, scontrol
+from slurmkit.accounting import hooks, scontrol, spool
 
 DATA = Path(__file__).parent / "data" / "accounting"
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,7 +121,8 @@ def test_unwritable_spool_puts_the_record_in_the_log_and_exits_0(tmp_path):
 
 def test_hook_path_imports_nothing_heavy():
     code = ("import sys; from slurmkit.accounting import hooks; "
-            "print(' '.join(m for m in ('subprocess', 'pathlib', 'typing', 'click', 'pydantic', 'yaml', 'pandas')"
+            "print(' '.join(m for m in ('subprocess', 'pathlib', 'typing', 'json', 're', 'click', 'pydantic', 'yaml',"
+            " 'pandas')"
             " if m in sys.modules))")
     res = subprocess.run([sys.executable, "-S", "-E", "-c", code], capture_output=True, text=True, cwd=ROOT,
                          check=True)
@@ -139,3 +140,18 @@ def test_scontrol_run_times_out_and_kills(tmp_path):
 def test_scontrol_failure_names_the_job_and_slurms_message():
     with pytest.raises(RuntimeError, match="scontrol show job 999999 exited 1: slurm_load_jobs error: Invalid job id"):
         scontrol.show_job(999999)
+
+
+@pytest.mark.parametrize("value", ["plain", 'quote " and back\\slash', "ctl \x00\x01\x1f\x7f \b\f\n\r\t", "é ü ñ 中文",
+                                   "emoji \U0001f600 and \U00010000", "lone surrogate \udcff", "", "a" * 5000])
+def test_spool_json_is_exactly_what_json_dumps_writes(value):
+    rec = {"job_name": value, "job_id": 2 ** 40, "gpus": 0, "exit_code": -1, "flags": None, "ok": True, "no": False,
+           "z": value[::-1], "version": 1}
+    text = spool.dumps(rec)
+    assert text == json.dumps(rec, sort_keys=True, separators=(",", ":"))
+    assert json.loads(text) == rec
+
+
+def test_spool_json_of_a_nested_record_falls_back_to_json():
+    rec = {"gpus": [{"index": 0, "util_mean": 12.5}], "job_id": 1}
+    assert spool.dumps(rec) == json.dumps(rec, sort_keys=True, separators=(",", ":"))

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import re
-
 RECORD_VERSION = 1
 NOT_ARRAY = 4294967294  # Slurm 22.05 passes ARRAYTASKID=4294967294 (NO_VAL-1) for jobs that are not arrays
-
-_GPU_TRES = re.compile(r"^gres/gpu(?::([^=]+))?=(\d+)$")
-
 
 def parse_gpu_tres(tres: str) -> tuple[int, list[str]]:
     """(GPU count, sorted GPU types) from a TRES string like `cpu=16,gres/gpu=4,gres/gpu:a100=4`.
@@ -18,14 +13,16 @@ def parse_gpu_tres(tres: str) -> tuple[int, list[str]]:
     """
     total: int | None = None
     typed: dict[str, int] = {}
+    # String methods, not a regex: `re` costs the jobcomp hook (python -S) ~6 ms per job.
     for item in (tres or "").split(","):
-        m = _GPU_TRES.match(item.strip())
-        if not m:
+        name, eq, count = item.strip().partition("=")
+        if not (eq and count.isascii() and count.isdigit()):
             continue
-        if m.group(1) is None:
-            total = int(m.group(2))
-        else:
-            typed[m.group(1)] = typed.get(m.group(1), 0) + int(m.group(2))
+        if name == "gres/gpu":
+            total = int(count)
+        elif name.startswith("gres/gpu:") and len(name) > len("gres/gpu:"):
+            kind = name[len("gres/gpu:"):]
+            typed[kind] = typed.get(kind, 0) + int(count)
     if total is None:
         total = sum(typed.values())
     return total, sorted(typed)

@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import os
-import re
 import time
 
-# Keys start a token after whitespace; values may contain spaces (Command=, WorkDir=), so split on ` Key=`.
-_KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9/:_]*)=")
+_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/:_")
 
 
 def parse_show_job(text: str) -> dict[str, str]:
+    """Keys start a space-separated token (`Key=`, a letter then letters, digits, '/', ':' or '_'); values may
+    contain spaces (Command=, WorkDir=), so a token that is not `Key=...` continues the previous value.
+    String methods, not a regex: `re` costs the jobcomp hook (python -S) ~6 ms per job."""
     line = text.strip().splitlines()[0] if text.strip() else ""
     out: dict[str, str] = {}
-    matches = list(_KEY.finditer(line))
-    for i, m in enumerate(matches):
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
-        out[m.group(1)] = line[m.end():end].strip()
-    return out
+    key = None
+    for token in line.split(" "):
+        name, eq, value = token.partition("=")
+        if eq and name[:1].isalpha() and name.isascii() and _KEY_CHARS.issuperset(name):
+            key = name
+            out[key] = value
+        elif key is not None:
+            out[key] += " " + token
+    return {k: v.strip() for k, v in out.items()}
 
 
 def run(argv: list[str], timeout_s: float = 10.0) -> tuple[int, str, str]:
