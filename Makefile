@@ -35,6 +35,7 @@ bench: venv
 	$(VENV)/bin/python bench/render.py
 	$(VENV)/bin/python bench/submit.py
 	$(VENV)/bin/python bench/report.py
+	$(VENV)/bin/python bench/accounting.py
 
 demo: venv up
 	mkdir -p /tmp/sk-demo
