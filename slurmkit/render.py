@@ -8,6 +8,7 @@ template into an error instead of an empty string. Sites may add or override tem
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -179,11 +180,12 @@ def render(plan: Plan) -> str:
 
 
 def build_request(plan: Plan, script: str, tag: str | None = None) -> SubmitRequest:
-    """The submission for a rendered script; the tag (for idempotent retries) is fresh per submission."""
-    import uuid
+    """The submission for a rendered script; the tag (for idempotent retries) is fresh per submission.
 
+    The tag is 16 random hex digits from os.urandom (`import uuid` would import platform: ~5 ms of a cold
+    `sk submit`)."""
     return SubmitRequest(
-        name=plan.spec.name, script=script, options=dict(plan.sbatch), tag=tag or uuid.uuid4().hex[:16],
+        name=plan.spec.name, script=script, options=dict(plan.sbatch), tag=tag or os.urandom(8).hex(),
         workdir=plan.spec.workdir or str(Path.cwd()), environment={}, source=plan.source_file)
 
 
