@@ -212,3 +212,27 @@ def test_ingest_never_replaces_a_complete_row_with_an_incomplete_record(store, t
     assert (r["gpus"], r["flags"]) == (4, None)
     put(store, tmp_path, [{**complete, "job_name": "newer complete record"}])  # a complete one still replaces
     assert rows(store, 124)[0]["job_name"] == "newer complete record"
+
+
+def test_node_summaries_in_the_admin_comment_are_added_once(store):
+    from slurmkit.accounting import admin_comment, gpusummary
+
+    seg = gpusummary.node_record(cluster="devcluster", job_id=124, run=0, node="gpu01", source="simulated",
+                                 interval_s=1.0, gpus=[{"index": 0, "samples": 5, "util_mean": 50.0},
+                                                       {"index": 1, "samples": 5, "util_mean": 0.0}], flags=[])
+    other_job = {**seg, "job_id": 999}  # not a run of the window: ignored
+    text = "JS1:abc," + admin_comment.encode(seg) + "," + admin_comment.encode(other_job)
+    asked = []
+
+    def comments(job_ids, *, cluster=None):
+        asked.extend(job_ids)
+        return {124: text, 126: "SK1:not-base64!"}
+
+    res = run(store, admin_comment=True, comments=comments)
+    assert 124 in asked and 128 not in asked  # only runs with GPUs are asked about
+    [change] = [c for c in res.changes if c.action == "gpus"]
+    assert (change.job_id, change.run) == (124, 0) and change.detail.startswith("node gpu01: 2 GPU summaries")
+    assert [c for c in res.conflicts if c.startswith("job 126: AdminComment segment")]
+    got = store.execute("SELECT job_id, node, gpu_index, util_mean FROM job_gpus ORDER BY gpu_index").fetchall()
+    assert [tuple(r) for r in got] == [(124, "gpu01", 0, 50.0), (124, "gpu01", 1, 0.0)]
+    assert [c for c in run(store, admin_comment=True, comments=comments).changes if c.action == "gpus"] == []

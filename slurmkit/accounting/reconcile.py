@@ -15,6 +15,9 @@ reconcile, for every run sacct lists as ended in the window:
     from sacct and flag it `reconciled`; a run that never started has no allocation; any other hook row keeps
     its values (only empty columns are filled, a non-final state is corrected): poorer never replaces richer;
   * a row written by reconcile or import-sacct: refreshed from sacct.
+  * with `admin_comment` (sites whose node epilogs deliver GPU summaries in the job's AdminComment, kept by
+    slurmdbd): the `SK1:` segments sacct returns for runs with GPUs become job_gpus rows when the store has no
+    summary of that node and run yet (slurmkit/store/gpus.py upserts them).
 import-sacct only inserts runs that no row describes: a history backfill never changes what is there.
 Both are idempotent (a second run changes nothing), skip jobs that still have a record in the spool (ingest
 delivers it first) and hold the spool's ingest lock while they work, so ingest and reconcile never interleave.
@@ -47,7 +50,7 @@ DAY = 86400
 class Change:
     """One change to the store (or, in a dry run, one that would be made)."""
 
-    action: str  # insert | renumber | remove-duplicate | complete | refresh | fill
+    action: str  # insert | renumber | remove-duplicate | complete | refresh | fill | gpus
     cluster: str
     job_id: int
     run: int
@@ -189,6 +192,48 @@ def plan_job(rows: list[dict], recs: list[dict], mode: str) -> tuple[list[Change
     return changes, conflicts, unchanged
 
 
+def plan_gpus(store: Store, recs: list[dict], comments: dict[int, str], result: Result) -> None:
+    """Changes that add the node GPU summaries found in AdminComments (`comments`: job id -> text) which the
+    store does not have yet (no job_gpus row for that cluster, job, run and node)."""
+    from slurmkit.accounting.admin_comment import parse_admin_comment
+    from slurmkit.store import gpus as gpu_rows
+
+    wanted = {(r["cluster"], r["job_id"], r["run"]) for r in recs}
+    found: dict[tuple, dict] = {}
+    for job_id, text in comments.items():
+        try:
+            segments = parse_admin_comment(text)
+        except ValueError as exc:
+            result.conflicts.append(f"job {job_id}: {exc}; left alone")
+            continue
+        for seg in segments:
+            reason = gpu_rows.validate(seg) if gpu_rows.is_gpus(seg) else f"kind {seg.get('kind')!r}"
+            if reason:
+                result.conflicts.append(f"job {job_id}: AdminComment segment not usable ({reason}); left alone")
+                continue
+            key = (seg.get("cluster"), seg.get("job_id"), seg.get("run"), seg.get("node"))
+            if key[:3] in wanted and sum(g.get("samples") or 0 for g in seg.get("gpus") or []) >= sum(
+                    g.get("samples") or 0 for g in (found.get(key) or {}).get("gpus") or []):
+                found[key] = seg
+    if not found:
+        return
+    have = set()
+    for cluster in {k[0] for k in found}:
+        ids = sorted({k[1] for k in found if k[0] == cluster})
+        for i in range(0, len(ids), JOB_ID_CHUNK):
+            chunk = ids[i:i + JOB_ID_CHUNK]
+            cur = store.execute(f"SELECT DISTINCT cluster, job_id, run, node FROM job_gpus WHERE cluster = ? AND "
+                                f"job_id IN ({', '.join('?' for _ in chunk)})", [cluster, *chunk])
+            have.update(tuple(r) for r in cur.fetchall())
+    if store.dialect == "postgresql":
+        store.conn.commit()
+    for key, seg in sorted(found.items()):
+        if key not in have:
+            result.changes.append(Change("gpus", key[0], key[1], key[2], f"node {key[3]}: {len(seg['gpus'])} GPU "
+                                         f"summaries ({seg.get('source')}) from the job's AdminComment",
+                                         values=seg))
+
+
 def spooled_jobs(spool_dir: str | Path | None) -> set[tuple[str, int]]:
     """(cluster, job id) of every job record waiting in the spool (file names job-<cluster>-<id>-<run>-<ns>)."""
     out: set[tuple[str, int]] = set()
@@ -308,8 +353,9 @@ def slices(since: int, until: int, chunk_s: int) -> list[tuple[int, int]]:
 
 def reconcile(store: Store, since: int, until: int | None = None, *, mode: str = "reconcile",
               spool_dir: str | Path | None = None, cluster: str | None = None, dry_run: bool = False,
-              chunk_s: int = DAY, progress: Callable[[str], None] | None = None,
-              fetch: Callable[..., list[dict]] = sacct.fetch_records) -> Result:
+              chunk_s: int = DAY, progress: Callable[[str], None] | None = None, admin_comment: bool = False,
+              fetch: Callable[..., list[dict]] = sacct.fetch_records,
+              comments: Callable[..., dict[int, str]] = sacct.admin_comments) -> Result:
     """Reconcile (mode "reconcile") or backfill (mode "import") the runs that ended in [since, until).
 
     The window is read from sacct in slices of `chunk_s` (one sacct call each, so a year-long import neither
@@ -323,14 +369,24 @@ def reconcile(store: Store, since: int, until: int | None = None, *, mode: str =
     parts = slices(since, stop, chunk_s)
     for i, (a, b) in enumerate(parts, 1):
         recs = fetch(a, None if (until is None and b == stop) else b, cluster=cluster, source=source)
+        gpu_jobs = [r["job_id"] for r in recs if r["gpus"]] if admin_comment and mode == "reconcile" else []
+        texts = comments(gpu_jobs, cluster=cluster) if gpu_jobs else {}
         before = len(result.changes)
         # The lock is held per slice, not for a whole import: ingest must not wait hours for it.
         with ingest_lock(None if dry_run else spool_dir):
-            plan(store, recs, mode, spooled_jobs(spool_dir), result)
+            spooled = spooled_jobs(spool_dir)
+            plan(store, recs, mode, spooled, result)
+            if texts:
+                plan_gpus(store, [r for r in recs if (r["cluster"], r["job_id"]) not in spooled], texts, result)
             new = result.changes[before:]
             if new and not dry_run:
-                for line in apply(store, new, source):
+                for line in apply(store, [c for c in new if c.action != "gpus"], source):
                     result.conflicts.append(f"changed while reconciling, left alone: {line}")
+                node_recs = [c.values for c in new if c.action == "gpus"]
+                if node_recs:
+                    from slurmkit.store import gpus
+
+                    gpus.upsert(store, node_recs)
         if progress and (len(parts) > 1 or recs):
             progress(f"{mode}: {time.strftime('%Y-%m-%d %H:%M', time.localtime(a))} .. "
                      f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(b))}: {len(recs)} runs in sacct, "

@@ -233,3 +233,20 @@ def fetch_records(since: int | float | str | dt.datetime, until: int | float | s
     recs = [r for r in number_runs(rows, source) if r["job_id"] in first_submit and ended(r)
             and r["end_time"] >= start and (stop is None or r["end_time"] < stop)]
     return sorted(recs, key=lambda r: (r["cluster"], r["job_id"], r["run"]))
+
+
+def admin_comments(job_ids: Sequence[int], *, cluster: str | None = None,
+                   run: Callable[[list[str]], str] = run_sacct) -> dict[int, str]:
+    """AdminComment of each job (JobIDRaw -> text; runs of one job share it), for the AdminComment transport of
+    node GPU summaries (slurmkit/accounting/admin_comment.py). A query of its own with AdminComment as the last
+    field: it is free text, like JobName."""
+    out: dict[int, str] = {}
+    ids = sorted({int(j) for j in job_ids})
+    for i in range(0, len(ids), JOB_ID_CHUNK):
+        cmd = [*sacct_command(job_ids=ids[i:i + JOB_ID_CHUNK], cluster=cluster)]
+        cmd[cmd.index("-o") + 1] = "JobIDRaw,AdminComment"
+        for line in run(cmd).splitlines():
+            job, sep, text = line.partition("|")
+            if sep and job.isdigit() and text.strip():
+                out[int(job)] = text.strip()
+    return out

@@ -28,13 +28,21 @@ def admin() -> None:
 
 def _locations(site_path: str | None, spool_dir: str | None, store_url: str | None) -> tuple[str, str, str | None]:
     """(spool dir, store URL, admin group): explicit options win; the rest comes from the site config."""
-    group = None  # a store created from explicit paths only is readable by its owner alone
+    spool_dir, store_url, group, _ = _accounting(site_path, spool_dir, store_url)
+    return spool_dir, store_url, group
+
+
+def _accounting(site_path: str | None, spool_dir: str | None, store_url: str | None
+                ) -> tuple[str, str, str | None, str | None]:
+    """_locations plus the node-summary transport (None when no site config was read)."""
+    group = transport = None  # a store created from explicit paths only is readable by its owner alone
     if not (spool_dir and store_url) or site_path:
         from slurmkit.site import resolve_site
 
         acc = resolve_site(site_path).accounting
         spool_dir, store_url, group = spool_dir or acc.spool_dir, store_url or acc.store, acc.admin_group
-    return spool_dir, store_url, group  # type: ignore[return-value]
+        transport = acc.transport
+    return spool_dir, store_url, group, transport  # type: ignore[return-value]
 
 
 @contextlib.contextmanager
@@ -118,18 +126,20 @@ def _chunk_seconds(text: str) -> int:
 
 def _run_reconcile(mode: str, site_path: str | None, since: str, until: str | None, store_url: str | None,
                    spool_dir: str | None, cluster: str | None, chunk: str, dry_run: bool, quiet: bool,
-                   timeout_s: float, as_json: bool) -> None:
+                   timeout_s: float, as_json: bool, admin_comment: bool | None = None) -> None:
     from slurmkit.accounting.reconcile import reconcile
     from slurmkit.store.db import open_store
 
     start, stop = _window(since, until)
     chunk_s = _chunk_seconds(chunk)
-    spool_dir, store_url, group = _locations(site_path, spool_dir, store_url)
+    spool_dir, store_url, group, transport = _accounting(site_path, spool_dir, store_url)
+    if admin_comment is None:
+        admin_comment = transport == "admin_comment"
     progress = None if quiet else (lambda line: click.echo(line, err=True))
     after = "changes are made per sacct slice in one transaction each; run the same command again"
     with _store_errors(store_url, after), open_store(store_url, group=group, timeout_s=timeout_s) as store:
         res = reconcile(store, start, stop, mode=mode, spool_dir=spool_dir, cluster=cluster, dry_run=dry_run,
-                        chunk_s=chunk_s, progress=progress)
+                        chunk_s=chunk_s, progress=progress, admin_comment=admin_comment)
     if as_json:
         echo_json(res.as_dict())
         return
@@ -137,7 +147,8 @@ def _run_reconcile(mode: str, site_path: str | None, since: str, until: str | No
     window = f"{time.strftime(fmt, time.localtime(start))} .. " + (
         time.strftime(fmt, time.localtime(stop)) if stop is not None else "now") + f" ({time.strftime('%Z')})"
     done = {"insert": "inserted", "renumber": "renumbered", "remove-duplicate": "duplicates removed",
-            "complete": "completed", "refresh": "refreshed", "fill": "filled"}
+            "complete": "completed", "refresh": "refreshed", "fill": "filled",
+            "gpus": "node GPU summaries added from AdminComment"}
     summary = ", ".join(f"{n} {done[action]}" for action, n in sorted(res.counts().items())) or "nothing to change"
     click.echo(f"{mode} {window}: {res.runs} ended runs in sacct; {'would be: ' if dry_run else ''}{summary}; "
                f"{res.unchanged} unchanged")
@@ -177,15 +188,20 @@ def _window_options(fn):
 
 @admin.command("reconcile")
 @_window_options
+@click.option("--admin-comment/--no-admin-comment", default=None,
+              help="Also read node GPU summaries from the jobs' AdminComment (default: when the site's "
+                   "accounting.transport is admin_comment).")
 @handle_errors
 def reconcile_cmd(site_path, since, until, store_url, spool_dir, cluster, chunk, dry_run, quiet, timeout_s,
-                  as_json) -> None:
+                  as_json, admin_comment) -> None:
     """Check the store against Slurm's accounting (sacct) for runs that ended in a window, and fix it.
 
     Inserts runs the hook missed (source "reconcile"), completes hook records flagged no-scontrol or
     run-uncertain with the allocation sacct reports, renumbers and de-duplicates the runs of requeued jobs
     (one row per run, never two), and never replaces a hook record's values with sacct's poorer ones.
-    Idempotent: a second run changes nothing. Jobs with a record still in the spool are skipped.
+    With --admin-comment, node GPU summaries that epilogs left in a job's AdminComment (sites without a shared
+    spool) are added to the store when it has none for that node and run. Idempotent: a second run changes
+    nothing. Jobs with a record still in the spool are skipped.
 
     \b
     Examples:
@@ -194,7 +210,7 @@ def reconcile_cmd(site_path, since, until, store_url, spool_dir, cluster, chunk,
       sk admin reconcile --since 12h --json | jq .counts
     """
     _run_reconcile("reconcile", site_path, since, until, store_url, spool_dir, cluster, chunk, dry_run, quiet,
-                   timeout_s, as_json)
+                   timeout_s, as_json, admin_comment)
 
 
 @admin.command("import-sacct")

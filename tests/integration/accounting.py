@@ -43,10 +43,16 @@ def sbatch(*args: str, name: str) -> int:
     return int(out.strip().split(";")[0])
 
 
-def sacct_runs(job_ids: list[int]) -> list[dict]:
-    """Every ended run of these jobs as sacct reports them (all time, one record per run)."""
-    rows = sacct.parse(sacct.run_sacct(sacct.sacct_command(job_ids=job_ids)))
-    return [r for r in sacct.number_runs(rows, "sacct") if sacct.ended(r)]
+def sacct_runs(job_ids: list[int], timeout: float = 30) -> list[dict]:
+    """Every ended run of these jobs as sacct reports them (all time, one record per run). slurmdbd completes
+    a job's row asynchronously (right after the end, Partition can still be empty): wait until it has."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = sacct.parse(sacct.run_sacct(sacct.sacct_command(job_ids=job_ids)))
+        runs = [r for r in sacct.number_runs(rows, "sacct") if sacct.ended(r)]
+        if all(r["partition"] and r["account"] for r in runs) or time.monotonic() > deadline:
+            return runs
+        time.sleep(1)
 
 
 def states(job_ids: list[int]) -> dict[int, str]:

@@ -1,16 +1,21 @@
 """`sk admin reconcile` on the devcluster: real jobs, real sacct, the installed hook wrapper, private stores.
 
 A job whose hook record was deleted comes back from sacct; a record the hook wrote without scontrol (the
-wrapper run as Slurm runs it, on a PATH without scontrol) is completed with the allocation Slurm reported.
+wrapper run as Slurm runs it, on a PATH without scontrol) is completed with the allocation Slurm reported; node
+GPU summaries kept in a job's AdminComment reach job_gpus.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import time
 
 import pytest
 
+from slurmkit.accounting import sacct, scontrol
 from tests.integration import accounting as acct
 
 pytestmark = pytest.mark.integration
@@ -84,3 +89,35 @@ def test_dry_run_shows_the_change_and_makes_none(job, tmp_path):
     assert "would be:" in res.stdout and "dry run: the store was not changed" in res.stdout
     assert "reconcile: " in res.stderr  # progress
     assert acct.private_rows(store, [row["job_id"]]) == []
+
+
+def test_reconcile_adds_node_gpu_summaries_kept_in_the_admin_comment(devcluster, tmp_path):
+    """A site without a shared spool: node epilogs leave their GPU summaries in the job's AdminComment, slurmdbd
+    keeps it, and reconcile --admin-comment turns them into job_gpus rows (once)."""
+    job_id = acct.sbatch("--gpus=a100:2", "-t", "2", "--wrap", "sleep 15", name=acct.tag("admincomment"))
+    deadline = time.monotonic() + 60
+    while "JobState=RUNNING" not in (show := subprocess.run(["scontrol", "show", "job", "-o", str(job_id)],
+                                                             capture_output=True, text=True).stdout):
+        assert time.monotonic() < deadline, show
+        time.sleep(0.5)
+    node, gpus = scontrol.parse_show_job(show)["NodeList"], "0,1"
+    env = {**os.environ, "SK_TRANSPORT": "admin_comment", "SK_STATE_DIR": str(tmp_path / "state"),
+           "SK_SPOOL": str(tmp_path / "spool"), "SLURM_JOB_ID": str(job_id), "SLURM_CLUSTER_NAME": "devcluster",
+           "SLURMD_NODENAME": node, "SLURM_JOB_GPUS": gpus}
+    subprocess.run([acct.SK, "hook", "epilog"], env=env, check=True, timeout=60)  # as the node's epilog would
+    acct.wait_final([job_id], timeout=120)
+    [run] = acct.sacct_runs([job_id])
+    for _ in range(30):  # slurmdbd stores the comment asynchronously
+        if "SK1:" in sacct.admin_comments([job_id]).get(job_id, ""):
+            break
+        time.sleep(1)
+    store = tmp_path / "store.db"
+    res = reconcile(store, run["submit_time"], "--admin-comment")
+    [change] = [c for c in res["changes"] if c["job_id"] == job_id and c["action"] == "gpus"]
+    assert change["detail"].startswith(f"node {node}: 2 GPU summaries")
+    with sqlite3.connect(store) as conn:
+        got = conn.execute("SELECT node, gpu_index, flags FROM job_gpus WHERE job_id = ? ORDER BY gpu_index",
+                           (job_id,)).fetchall()
+    assert got == [(node, 0, "no-sampler"), (node, 1, "no-sampler")]  # no sampler ran for this hand-run epilog
+    again = reconcile(store, run["submit_time"], "--admin-comment")
+    assert [c for c in again["changes"] if c["job_id"] == job_id] == []
