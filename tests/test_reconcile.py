@@ -236,3 +236,14 @@ def test_node_summaries_in_the_admin_comment_are_added_once(store):
     got = store.execute("SELECT job_id, node, gpu_index, util_mean FROM job_gpus ORDER BY gpu_index").fetchall()
     assert [tuple(r) for r in got] == [(124, "gpu01", 0, 50.0), (124, "gpu01", 1, 0.0)]
     assert [c for c in run(store, admin_comment=True, comments=comments).changes if c.action == "gpus"] == []
+
+
+def test_a_renumber_onto_a_number_held_by_another_run_changes_nothing_in_that_job(store, tmp_path):
+    first = next(r for r in hook_rows(119) if r["state"] == "PENDING")  # run 0's record, stored under run 1
+    squatter = {**first, "run": 0, "start_time": 999, "end_time": 1000, "state": "COMPLETED"}
+    put(store, tmp_path, [first, squatter])
+    before = rows(store, 119)
+    res = run(store)
+    assert [c for c in res.changes if c.job_id == 119] == []
+    assert any("job 119: sacct's run(s) [0]" in c and "left where they are" in c for c in res.conflicts)
+    assert rows(store, 119) == before

@@ -136,7 +136,11 @@ def _update(row: dict, rec: dict, mode: str) -> Change | None:
 
 
 def plan_job(rows: list[dict], recs: list[dict], mode: str) -> tuple[list[Change], list[str], int]:
-    """(changes, conflicts, unchanged) for one job: its store rows and the ended runs sacct listed for it."""
+    """(changes, conflicts, unchanged) for one job: its store rows and the ended runs sacct listed for it.
+
+    Structural changes (renumber, remove, insert) are all-or-nothing per job: when one of them would need a run
+    number that a row of another run holds, the job's rows stay where they are and the conflict is reported.
+    """
     changes: list[Change] = []
     conflicts: list[str] = []
     unchanged = 0
@@ -145,35 +149,41 @@ def plan_job(rows: list[dict], recs: list[dict], mode: str) -> tuple[list[Change
     for rec in recs:  # each row describes at most one run
         claimed[rec["run"]] = [r for r in rows if id(r) not in matched and _same_run(r, rec)]
         matched.update(id(r) for r in claimed[rec["run"]])
-    foreign = {r["run"]: r for r in rows if id(r) not in matched}  # rows of runs outside the window, or odd ones
-    taken = {r["run"] for r in rows}  # run numbers in use once the changes below are made
-    missing = []
+    decided: list[tuple[dict, dict, list[dict]]] = []  # (sacct run, row kept for it, duplicate rows)
+    missing: list[dict] = []
     for rec in recs:
-        k, cands = rec["run"], claimed[rec["run"]]
+        cands = claimed[rec["run"]]
         if not cands:
             missing.append(rec)
-            continue
-        if mode == "import":  # a backfill changes nothing that is there
+        elif mode == "import":  # a backfill changes nothing that is there
             unchanged += 1
-            continue
-        keep = max(cands, key=lambda r: _rank(r, k))
-        for other in cands:
-            if other is not keep:
+        else:
+            keep = max(cands, key=lambda r: _rank(r, rec["run"]))
+            decided.append((rec, keep, [r for r in cands if r is not keep]))
+    gone = {id(d) for _, _, dups in decided for d in dups}
+    moves = [(rec, keep) for rec, keep, _ in decided if keep["run"] != rec["run"]]
+    staying = {r["run"]: r for r in rows if id(r) not in gone and id(r) not in {id(k) for _, k in moves}}
+    targets = [rec["run"] for rec, _ in moves]
+    where = f"{recs[0]['cluster']} job {recs[0]['job_id']}"
+    blocked = sorted({k for k in targets if k in staying or targets.count(k) > 1})
+    if blocked:
+        starts = [staying[k]["start_time"] for k in blocked if k in staying]
+        conflicts.append(f"{where}: sacct's run(s) {blocked} are under other numbers in the store, and those numbers "
+                         f"hold rows of other runs (starts {starts}); the job's rows are left where they are")
+    taken = set(staying) | (set() if blocked else set(targets))
+    for rec, keep, dups in decided:
+        k = rec["run"]
+        if not blocked:
+            for other in dups:
                 changes.append(Change("remove-duplicate", other["cluster"], other["job_id"], other["run"],
                                       f"describes the same run as run {keep['run']} ({other['source']} row)",
                                       expect=(other["source"], other["flags"])))
-                taken.discard(other["run"])
-        if keep["run"] != k:
-            if k in foreign:
-                conflicts.append(f"{rec['cluster']} job {rec['job_id']} run {k}: the row under run {keep['run']} "
-                                 f"describes it, but run {k} holds a row of another run (start "
-                                 f"{foreign[k]['start_time']}); left alone")
-                continue
-            changes.append(Change("renumber", keep["cluster"], keep["job_id"], k,
-                                  f"sacct numbers this run {k} (start {rec['start_time']})", from_run=keep["run"],
-                                  expect=(keep["source"], keep["flags"])))
-            taken.discard(keep["run"])
-            taken.add(k)
+            if keep["run"] != k:
+                changes.append(Change("renumber", keep["cluster"], keep["job_id"], k,
+                                      f"sacct numbers this run {k} (start {rec['start_time']})", from_run=keep["run"],
+                                      expect=(keep["source"], keep["flags"])))
+        elif keep["run"] != k:
+            continue  # its content update would be for a number it does not get
         update = _update(keep, rec, mode)
         if update:
             changes.append(update)
@@ -181,10 +191,10 @@ def plan_job(rows: list[dict], recs: list[dict], mode: str) -> tuple[list[Change
             unchanged += 1
     for rec in missing:
         k = rec["run"]
-        if k in taken:
-            conflicts.append(f"{rec['cluster']} job {rec['job_id']} run {k} (start {rec['start_time']}) is not in the "
-                             f"store, and run {k} there describes another run"
-                             + ("; sk admin reconcile renumbers it" if mode == "import" else "; left alone"))
+        if blocked or k in taken:
+            conflicts.append(f"{where} run {k} (start {rec['start_time']}) is not in the store, and run {k} there "
+                             "describes another run" + ("; sk admin reconcile renumbers it" if mode == "import"
+                                                        else "; left alone"))
             continue
         taken.add(k)
         changes.append(Change("insert", rec["cluster"], rec["job_id"], k,
@@ -250,10 +260,14 @@ def spooled_jobs(spool_dir: str | Path | None) -> set[tuple[str, int]]:
 @contextlib.contextmanager
 def ingest_lock(spool_dir: str | Path | None) -> Iterator[None]:
     """The lock `sk admin ingest` holds (slurmkit/store/ingest.py), so reconcile never interleaves with it."""
-    if not spool_dir or not os.path.isdir(spool_dir):
+    try:
+        lock = open(os.path.join(spool_dir, ".ingest.lock"), "w") if spool_dir and os.path.isdir(spool_dir) else None
+    except OSError:  # a spool we may not write (reconcile run as an operator): the guarded updates still hold
+        lock = None
+    if lock is None:
         yield
         return
-    with open(os.path.join(spool_dir, ".ingest.lock"), "w") as lock:
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 
