@@ -260,15 +260,13 @@ def spooled_jobs(spool_dir: str | Path | None) -> set[tuple[str, int]]:
 @contextlib.contextmanager
 def ingest_lock(spool_dir: str | Path | None) -> Iterator[None]:
     """The lock `sk admin ingest` holds (slurmkit/store/ingest.py), so reconcile never interleaves with it."""
-    try:
-        lock = open(os.path.join(spool_dir, ".ingest.lock"), "w") if spool_dir and os.path.isdir(spool_dir) else None
-    except OSError:  # a spool we may not write (reconcile run as an operator): the guarded updates still hold
-        lock = None
-    if lock is None:
-        yield
-        return
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with contextlib.ExitStack() as stack:
+        if spool_dir and os.path.isdir(spool_dir):
+            try:
+                lock = stack.enter_context(open(os.path.join(spool_dir, ".ingest.lock"), "w"))
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            except OSError:  # a spool we may not write (run as an operator): the guarded updates still hold
+                pass
         yield
 
 
