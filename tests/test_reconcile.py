@@ -170,6 +170,7 @@ def test_jobs_with_a_record_in_the_spool_are_skipped(store, tmp_path):
 
 def test_windows_are_read_in_slices():
     assert reconcile.slices(0, 250, 100) == [(0, 100), (100, 200), (200, 250)]
+    assert reconcile.slices(0, 3630, 1800) == [(0, 1800), (1800, 3630)]  # a 30 s tail is not a slice of its own
 
 
 @pytest.mark.postgres

@@ -356,10 +356,12 @@ def apply(store: Store, changes: list[Change], source: str) -> list[str]:
 
 
 def slices(since: int, until: int, chunk_s: int) -> list[tuple[int, int]]:
+    """[since, until) in pieces of chunk_s; a tail shorter than a minute joins the last piece."""
     out, t = [], since
     while t < until:
-        out.append((t, min(until, t + chunk_s)))
-        t += chunk_s
+        end = until if until - (t + chunk_s) < 60 else t + chunk_s
+        out.append((t, end))
+        t = end
     return out
 
 
