@@ -356,10 +356,10 @@ def apply(store: Store, changes: list[Change], source: str) -> list[str]:
 
 
 def slices(since: int, until: int, chunk_s: int) -> list[tuple[int, int]]:
-    """[since, until) in pieces of chunk_s; a tail shorter than a minute joins the last piece."""
+    """[since, until) in pieces of chunk_s; a tail shorter than a minute (or a tenth of a piece) joins the last."""
     out, t = [], since
     while t < until:
-        end = until if until - (t + chunk_s) < 60 else t + chunk_s
+        end = until if until - (t + chunk_s) < min(60, chunk_s // 10) else t + chunk_s
         out.append((t, end))
         t = end
     return out
