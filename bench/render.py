@@ -52,9 +52,10 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="sk-bench-render-"))
     edited = work / "torchrun-2node.yaml"
     counter = iter(range(10**9))
+    nonce = os.urandom(4).hex()  # the cache is keyed by file name and content: edits new to it in every run
 
     def edit_spec() -> dict[str, str] | None:
-        edited.write_text(EXAMPLE.read_text() + f"# edit {next(counter)}\n")  # new content: a cache miss
+        edited.write_text(EXAMPLE.read_text() + f"# edit {nonce} {next(counter)}\n")  # new to sk's cache
         return None
 
     def empty_cache() -> dict[str, str] | None:

@@ -136,10 +136,12 @@ def main() -> None:
         edited = "sk submit --backend cli, edited"
         cmds[edited] = [SK, "submit", "edited.yaml", "--site", SITE, "--backend", "cli", "--json"]
         spec_text = SPEC.format(kind="edited")
+        # sk's cache is keyed by the file name and content: a nonce keeps the edits of this run new to it.
+        nonce = os.urandom(4).hex()
 
         def submit_once(name: str, run: int) -> float:
             if name == edited:  # new content, so the spec is validated again (not timed)
-                Path(work, "edited.yaml").write_text(spec_text + f"# edit {run}\n")
+                Path(work, "edited.yaml").write_text(spec_text + f"# edit {nonce} {run}\n")
             t = time.perf_counter()
             out = as_user(args.user, cmds[name], env, cwd=work).stdout
             ms = (time.perf_counter() - t) * 1000
@@ -167,7 +169,8 @@ def main() -> None:
 
         if args.sweep:
             values = ", ".join(str(i) for i in range(args.sweep))
-            Path(work, "sweep.yaml").write_text(SWEEP.format(kind="sweep", values=values))
+            # A sweep sk has not seen (validated from scratch), like a user's new sweep.
+            Path(work, "sweep.yaml").write_text(SWEEP.format(kind="sweep", values=values) + f"# {nonce}\n")
             t = time.perf_counter()
             out = as_user(args.user, [SK, "submit", "sweep.yaml", "--site", SITE, "--backend", "cli", "--json"],
                           env, cwd=work).stdout
