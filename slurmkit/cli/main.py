@@ -37,7 +37,7 @@ def cli() -> None:
     \b
     Users:   sk submit train.yaml   (then: sk status, sk logs, sk wait, sk cancel)
              sk render train.yaml   (the sbatch script, without submitting)
-    Admins:  sk site discover|check, sk admin ingest, sk report usage
+    Admins:  sk site discover|check, sk admin ingest|reconcile|import-sacct, sk report usage
     Nodes:   sk doctor   (on a node or inside a job: driver, NCCL, GPUs, HCAs, binding)
     Hooks:   sk hook prolog|epilog|jobcomp   (run by Slurm; see contrib/slurm/)
 
