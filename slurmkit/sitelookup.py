@@ -17,20 +17,35 @@ def candidate_paths(explicit: str | None = None) -> list[tuple[str, Path]]:
     """Lookup order: --site, $SK_SITE, ~/.config/slurmkit/site.yaml, /etc/slurmkit/site.yaml."""
     out: list[tuple[str, Path]] = []
     if explicit:
-        out.append(("--site", Path(explicit)))
-    if os.environ.get(SITE_ENV):
+        # click passes $SK_SITE as the --site value (envvar=); name what the user actually set
+        out.append(("$SK_SITE" if explicit == os.environ.get(SITE_ENV) else "--site", Path(explicit)))
+    if os.environ.get(SITE_ENV) and explicit != os.environ[SITE_ENV]:
         out.append(("$SK_SITE", Path(os.environ[SITE_ENV])))
     out.append(("user config", Path("~/.config/slurmkit/site.yaml").expanduser()))
     out.append(("system config", Path("/etc/slurmkit/site.yaml")))
     return out
 
 
+def _exists(path: Path) -> bool | None:
+    """True/False, or None when the path cannot be looked at (a directory on the way is not ours to read)."""
+    try:
+        return path.exists()
+    except PermissionError:
+        return None
+
+
 def find_site_file(explicit: str | None = None) -> Path:
     tried = candidate_paths(explicit)
     for how, path in tried:
-        if how in ("--site", "$SK_SITE") or path.exists():
-            if how in ("--site", "$SK_SITE") and not path.exists():
+        found = _exists(path)
+        if how in ("--site", "$SK_SITE"):
+            if found is None:
+                raise SiteConfigError(Problem(f"site config given by {how} cannot be read: permission denied",
+                                              file=str(path), hint="ask its owner for read access, or copy it"))
+            if not found:
                 raise SiteConfigError(Problem(f"site config given by {how} does not exist", file=str(path)))
+            return path
+        if found:
             return path
     raise SiteConfigError(Problem(
         "no site configuration found; looked at " + ", ".join(str(p) for _, p in tried),

@@ -161,3 +161,18 @@ def test_unquoted_slurm_time_is_read_as_written_not_as_a_base60_number(tmp_path,
     run = sk("render", str(spec), "--site", DGX)
     assert run.returncode == 0, run.stderr
     assert f"#SBATCH --time={sbatch}\n" in run.stdout
+
+
+@pytest.mark.integration
+def test_site_in_a_directory_the_user_cannot_read_is_a_clear_error(tmp_path, devcluster):
+    from tests.conftest import as_user
+
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "site.yaml").write_text(Path(DGX).read_text())
+    spec = ROOT / "examples" / "single-gpu.yaml"
+    site = str(private / "site.yaml")
+    for named, env, how in (("--site", "SK_SITE=", ["--site", site]), ("$SK_SITE", f"SK_SITE={site}", [])):
+        run = as_user("alice", ["env", env, *SK, "render", str(spec), *how])
+        assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+        assert f"site config given by {named} cannot be read: permission denied" in run.stderr
