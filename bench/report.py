@@ -11,6 +11,7 @@ so only the first run pays for generating (about 6 min for 10M on 2 cores).
 
     .venv/bin/python bench/report.py                       # 1M and 10M
     .venv/bin/python bench/report.py --sizes 100000 --runs 3
+    .venv/bin/python bench/report.py --sizes 1000000 --pg "$(contrib/devcluster/pg-up)"   # + PostgreSQL
 """
 
 from __future__ import annotations
@@ -55,6 +56,44 @@ def cached_store(n_jobs: int, seed: int = 1) -> Path:
         print(f"  {r['jobs']:,} job runs, {r['gpu_rows']:,} GPU rows, {r['bytes'] / 2**20:,.0f} MiB, "
               f"{r['seconds']:.0f} s", flush=True)
     return path
+
+
+def cached_pg(n_jobs: int, pg_url: str) -> str:
+    """The same store copied into a PostgreSQL schema (once, kept: named after the SQLite file's cache key);
+    returns a URL whose connections use that schema. sqlite3 -csv | psql \\copy: no row passes through Python."""
+    from urllib.parse import quote
+
+    import psycopg
+
+    from slurmkit.store.db import open_store
+
+    db = cached_store(n_jobs)
+    schema = "sk_bench_" + db.stem.removeprefix("sk-bench-report-").replace("-", "_")
+    url = pg_url + ("&" if "?" in pg_url else "?") + "options=" + quote(f"-csearch_path={schema}")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        done = conn.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = "
+                            "'bench_loaded'", (schema,)).fetchone()
+        if done:
+            return url
+        print(f"copying {db.name} into PostgreSQL schema {schema} (kept for later runs) ...", flush=True)
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    open_store(url).close()  # the real migrations
+    t0 = time.perf_counter()
+    for table in ("jobs", "job_gpus"):
+        info = subprocess.run(["sqlite3", str(db), f"PRAGMA table_info({table})"], check=True,
+                              capture_output=True, text=True).stdout
+        cols = [line.split("|")[1] for line in info.splitlines()]
+        dump = subprocess.Popen(["sqlite3", "-csv", str(db), f"SELECT {', '.join(cols)} FROM {table}"],
+                                stdout=subprocess.PIPE)
+        subprocess.run(["psql", "-q", url, "-c", f"\\copy {table} ({', '.join(cols)}) FROM STDIN CSV"],
+                       stdin=dump.stdout, check=True)
+        dump.wait()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+        conn.execute("CREATE TABLE bench_loaded ()")
+    print(f"  {time.perf_counter() - t0:.0f} s", flush=True)
+    return url
 
 
 # ---------------------------------------------------------------- children (one report each, in a fresh process)
@@ -159,13 +198,23 @@ def same_numbers(a_pkl: str, b_pkl: str) -> str:
     return f"{len(a):,} rows x {len(FIGURES)} figures equal (rtol 1e-9)"
 
 
-def bench_size(n: int, runs: int, naive_runs: int) -> dict:
+def bench_size(n: int, runs: int, naive_runs: int, pg_url: str | None = None) -> dict:
     db = cached_store(n)
     # one untimed run first: the OS page cache then holds the store for both paths alike
     measure("sql", db)
     sql = [measure("sql", db) for _ in range(runs)]
     res = {"n": n, "runs": runs, "naive_runs": naive_runs, "sql_s": statistics.median(r[0] for r in sql),
            "sql_rss": max(r[1] for r in sql), "sql_error": next((r[2] for r in sql if r[2]), None)}
+    if pg_url:
+        url = cached_pg(n, pg_url)
+        measure("sql", url)  # untimed: PostgreSQL's shared buffers / the OS cache warm
+        pg = [measure("sql", url) for _ in range(runs)]
+        res.update(pg_s=statistics.median(r[0] for r in pg), pg_rss=max(r[1] for r in pg),
+                   pg_error=next((r[2] for r in pg if r[2]), None))
+        if not res["sql_error"] and not res["pg_error"]:
+            res["pg_check"] = same_numbers(sql[-1][3], pg[-1][3])
+        for r in pg:
+            os.unlink(r[3])
     if naive_runs:
         nv = [measure("naive", db, NAIVE_AS_LIMIT) for _ in range(naive_runs)]
         res.update(naive_s=statistics.median(r[0] for r in nv), naive_rss=max(r[1] for r in nv),
@@ -187,6 +236,11 @@ def report(res: dict) -> None:
           f"(goal <= {GOAL_RSS_MIB:,}: {'met' if res['sql_rss'] <= GOAL_RSS_MIB else 'MISSED'})")
     if res.get("sql_error"):
         print(f"    FAILED: {res['sql_error']}")
+    if "pg_s" in res:
+        print(f"  same SQL on PostgreSQL     {res['pg_s']:7.2f} s, client peak RSS {res['pg_rss']:,.0f} MiB "
+              f"(server not counted)" + (f" FAILED: {res['pg_error']}" if res.get("pg_error") else ""))
+        if "pg_check" in res:
+            print(f"    same numbers as SQLite: {res['pg_check']}")
     if "naive_s" in res:
         if res.get("naive_error"):
             print(f"  naive (all rows -> pandas)  failed: {res['naive_error']} (limit {NAIVE_AS_LIMIT / 2**30:.0f} GiB "
@@ -207,6 +261,8 @@ def main() -> None:
     ap.add_argument("--runs-large", type=int, default=3, help="timed SQL runs for sizes over 2M")
     ap.add_argument("--naive-runs-large", type=int, default=1, help="timed naive runs for sizes over 2M")
     ap.add_argument("--no-naive", action="store_true", help="skip the pandas baseline")
+    ap.add_argument("--pg", metavar="URL", help="also run the SQL path on this PostgreSQL (the store copied into a "
+                    "schema of its own, kept), e.g. $(contrib/devcluster/pg-up)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     ap.add_argument("--child", choices=["sql", "naive"], help=argparse.SUPPRESS)
     ap.add_argument("--db", help=argparse.SUPPRESS)
@@ -221,7 +277,7 @@ def main() -> None:
     for n in (int(s) for s in a.sizes.split(",")):
         large = n > 2_000_000
         naive_runs = 0 if a.no_naive else a.naive_runs_large if large else a.runs
-        res = bench_size(n, a.runs_large if large else a.runs, naive_runs)
+        res = bench_size(n, a.runs_large if large else a.runs, naive_runs, a.pg)
         report(res)
         results.append(res)
     if a.json:

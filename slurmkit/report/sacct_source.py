@@ -55,7 +55,7 @@ def memory_store(recs: list[dict]) -> Store:
     """A throw-away in-memory store (real schema) holding `recs`."""
     store = Store(":memory:", "sqlite", sqlite3.connect(":memory:", isolation_level=None))
     apply_migrations(store)
-    cols = [*JOB_COLUMNS, "node_type"]
+    cols = list(dict.fromkeys([*JOB_COLUMNS, "node_type"]))
     sql = f"INSERT INTO jobs ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
     store.conn.execute("BEGIN")
     # Plain INSERT: number_runs gives every run its own (cluster, job_id, run); a clash is a bug, not data.
