@@ -198,33 +198,34 @@ def same_numbers(a_pkl: str, b_pkl: str) -> str:
     return f"{len(a):,} rows x {len(FIGURES)} figures equal (rtol 1e-9)"
 
 
+def _runs(kind: str, target: Path | str, runs: int, limit_as: int | None = None) -> tuple[dict, list[str]]:
+    """Median wall time, max peak RSS and the first error of `runs` children; plus their result files."""
+    rs = [measure(kind, target, limit_as) for _ in range(runs)]
+    return ({"s": statistics.median(r[0] for r in rs), "rss": max(r[1] for r in rs),
+             "error": next((r[2] for r in rs if r[2]), None)}, [r[3] for r in rs])
+
+
 def bench_size(n: int, runs: int, naive_runs: int, pg_url: str | None = None) -> dict:
     db = cached_store(n)
     # one untimed run first: the OS page cache then holds the store for both paths alike
     measure("sql", db)
-    sql = [measure("sql", db) for _ in range(runs)]
-    res = {"n": n, "runs": runs, "naive_runs": naive_runs, "sql_s": statistics.median(r[0] for r in sql),
-           "sql_rss": max(r[1] for r in sql), "sql_error": next((r[2] for r in sql if r[2]), None)}
+    sql, sql_out = _runs("sql", db, runs)
+    res = {"n": n, "runs": runs, "naive_runs": naive_runs, **{f"sql_{k}": v for k, v in sql.items()}}
+    outs = list(sql_out)
+    others = []
     if pg_url:
         url = cached_pg(n, pg_url)
         measure("sql", url)  # untimed: PostgreSQL's shared buffers / the OS cache warm
-        pg = [measure("sql", url) for _ in range(runs)]
-        res.update(pg_s=statistics.median(r[0] for r in pg), pg_rss=max(r[1] for r in pg),
-                   pg_error=next((r[2] for r in pg if r[2]), None))
-        if not res["sql_error"] and not res["pg_error"]:
-            res["pg_check"] = same_numbers(sql[-1][3], pg[-1][3])
-        for r in pg:
-            os.unlink(r[3])
+        others.append(("pg", *_runs("sql", url, runs)))
     if naive_runs:
-        nv = [measure("naive", db, NAIVE_AS_LIMIT) for _ in range(naive_runs)]
-        res.update(naive_s=statistics.median(r[0] for r in nv), naive_rss=max(r[1] for r in nv),
-                   naive_error=next((r[2] for r in nv if r[2]), None))
-        if not res["sql_error"] and not res["naive_error"]:
-            res["check"] = same_numbers(sql[-1][3], nv[-1][3])
-        for r in nv:
-            os.unlink(r[3])
-    for r in sql:
-        os.unlink(r[3])
+        others.append(("naive", *_runs("naive", db, naive_runs, NAIVE_AS_LIMIT)))
+    for name, figures, out in others:
+        res.update({f"{name}_{k}": v for k, v in figures.items()})
+        if not sql["error"] and not figures["error"]:
+            res[f"{name}_check"] = same_numbers(sql_out[-1], out[-1])
+        outs += out
+    for path in outs:
+        os.unlink(path)
     return res
 
 
@@ -250,8 +251,8 @@ def report(res: dict) -> None:
                   f"(median of {res['naive_runs']})")
             print(f"  ratio naive / SQL: {res['naive_s'] / res['sql_s']:.1f}x time, "
                   f"{res['naive_rss'] / res['sql_rss']:.1f}x memory")
-    if "check" in res:
-        print(f"  same numbers: {res['check']}")
+    if "naive_check" in res:
+        print(f"  same numbers: {res['naive_check']}")
 
 
 def main() -> None:
