@@ -259,7 +259,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1000000,10000000", help="comma-separated job-record counts")
     ap.add_argument("--runs", type=int, default=5, help="timed runs per path (sizes up to 2M)")
-    ap.add_argument("--runs-large", type=int, default=3, help="timed SQL runs for sizes over 2M")
+    ap.add_argument("--runs-large", type=int, default=2, help="timed SQL runs for sizes over 2M")
     ap.add_argument("--naive-runs-large", type=int, default=1, help="timed naive runs for sizes over 2M")
     ap.add_argument("--no-naive", action="store_true", help="skip the pandas baseline")
     ap.add_argument("--pg", metavar="URL", help="also run the SQL path on this PostgreSQL (the store copied into a "
