@@ -40,9 +40,14 @@ bench: venv
 demo: venv up
 	mkdir -p /tmp/sk-demo
 	cd /tmp/sk-demo && $(CURDIR)/$(SK) submit $(CURDIR)/examples/torchrun-2node.yaml --site $(CURDIR)/$(SITE) \
-	    --set 'command=[bash, -c, "echo rank $$RANK of $$WORLD_SIZE on $$(hostname) GPU $$SK_GPU NUMA $$SK_NUMA CPUs $$SK_CPUS HCA $$SK_HCA"]' \
+	    --set 'command=[bash, -c, "echo rank $$RANK of $$WORLD_SIZE on $$SLURMD_NODENAME GPU $$SK_GPU NUMA $$SK_NUMA CPUs $$SK_CPUS HCA $$SK_HCA"]' \
 	    --set launcher=srun --json | tee /tmp/sk-demo/submit.json
-	$(SK) wait $$($(VENV)/bin/python -c 'import json; print(json.load(open("/tmp/sk-demo/submit.json"))[0]["job_id"])')
+	$(VENV)/bin/python -c 'import json; print(json.load(open("/tmp/sk-demo/submit.json"))[0]["job_id"])' > /tmp/sk-demo/job
+	$(SK) wait $$(cat /tmp/sk-demo/job)
 	$(SK) status --me
-	$(SK) logs $$($(VENV)/bin/python -c 'import json; print(json.load(open("/tmp/sk-demo/submit.json"))[0]["job_id"])')
-	-$(SK) report usage --site $(SITE)
+	$(SK) logs $$(cat /tmp/sk-demo/job)
+	@# The job's record comes from the jobcomp hook, which Slurm runs right after the job ends: ingest until it is in.
+	for i in 1 2 3 4 5 6 7 8 9 10; do \
+	    $(SK) admin ingest --site $(SITE) && $(SK) report job $$(cat /tmp/sk-demo/job) --site $(SITE) && break; sleep 1; \
+	done
+	$(SK) report usage --site $(SITE)
