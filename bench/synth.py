@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from slurmkit.store import rollup
 from slurmkit.store.db import open_store
 
 SPAN_START = int(datetime(2025, 12, 1, tzinfo=timezone.utc).timestamp())
@@ -185,8 +186,10 @@ def generate(path: str | Path, n_jobs: int, seed: int = 1) -> dict[str, float]:
         conn.execute("COMMIT")
         n_rows += n_first + len(req)
     n_gpu_rows = conn.execute("SELECT COUNT(*) FROM job_gpus").fetchone()[0]
-    conn.execute("ANALYZE")
     conn.close()
+    with open_store(str(path)) as store:  # the usage rollup, as `sk admin ingest` keeps it
+        rollup.rebuild(store)
+        store.execute("ANALYZE")
     os.replace(path, final)
     return {"jobs": n_rows, "gpu_rows": n_gpu_rows, "seconds": time.perf_counter() - t0,
             "bytes": os.path.getsize(final)}

@@ -91,7 +91,7 @@ def _source_count(packed: str, i: int) -> str:
     return f"({packed} / {lo} - {packed} / {hi} * {1 << _SRC_BITS})"
 
 
-def _per_job_gpus(idle_pct: float, jobs_filter: str = "") -> tuple[str, list[Any]]:
+def _per_job_gpus(idle_pct: float, jobs_filter: str = "", runs: str = "") -> tuple[str, list[Any]]:
     """CTE g: per job run, the sums over its GPUs that the report needs (rows without util_mean are unmeasured).
 
     Five aggregates per GPU row (this is the widest scan of a report). `jobs_filter` (SQL over jobs j) limits g to
@@ -99,8 +99,9 @@ def _per_job_gpus(idle_pct: float, jobs_filter: str = "") -> tuple[str, list[Any
     """
     restrict = ""
     if jobs_filter:
-        restrict = ("\n      AND (cluster, job_id, run) IN"
-                    f" (SELECT j.cluster, j.job_id, j.run FROM jobs j WHERE {jobs_filter})")
+        runs = f"SELECT j.cluster, j.job_id, j.run FROM jobs j WHERE {jobs_filter}"
+    if runs:  # a SELECT of (cluster, job_id, run): only these runs' GPU rows
+        restrict = f"\n      AND (cluster, job_id, run) IN ({runs})"
     sql = f"""g AS (
     SELECT cluster, job_id, run,
            COUNT(*) AS n_gpu,
@@ -113,6 +114,25 @@ def _per_job_gpus(idle_pct: float, jobs_filter: str = "") -> tuple[str, list[Any
     GROUP BY cluster, job_id, run
 )"""
     return sql, [idle_pct]
+
+
+def run_figures_sql(seconds: str, first: str, jobs_filter: str = "", runs: str = "") -> tuple[str, str]:
+    """(select list, CTE g) of one job run's additive report figures, the columns of usage_rollup
+    (slurmkit/store/rollup.py): `seconds` of the run counted, `first` 1 where the run itself (its wait, GPU counts)
+    is counted. Over jobs j LEFT JOIN g; g's one parameter (before `jobs_filter`'s) is the idle threshold."""
+    g_sql, _ = _per_job_gpus(0.0, jobs_filter, runs)
+    multi = "(CASE WHEN j.gpus > 1 AND g.n_idle > 0 AND g.n_idle < g.n_gpu THEN g.n_idle ELSE 0 END)"
+    measured = "(CASE WHEN g.n_gpu > j.gpus THEN j.gpus ELSE COALESCE(g.n_gpu, 0) END)"
+    wait = "(j.start_time - j.submit_time)"
+    cols = [f"{first} AS jobs", f"j.gpus * {seconds} AS gpu_s", f"{measured} * {seconds} AS measured_s",
+            f"COALESCE(g.util_sum, 0) * {seconds} AS util_s", f"COALESCE(g.idle_sum, 0) * {seconds} AS idle_s",
+            f"{first} * {multi} AS idle_multi", f"{multi} * {seconds} AS idle_multi_s",
+            f"{first} * (CASE WHEN g.n_gpu IS NULL THEN 1 ELSE 0 END) AS no_metrics",
+            f"{first} * {wait} AS wait_sum",
+            f"(CASE WHEN {first} = 1 AND {wait} IS NOT NULL THEN 1 ELSE 0 END) AS wait_n",
+            f"(CASE WHEN {first} = 1 THEN {wait} END) AS wait_max",
+            *(f"{first} * COALESCE({_source_count('g.src', i)}, 0) AS n_{s}" for i, s in enumerate(SOURCES))]
+    return ",\n           ".join(cols), g_sql
 
 
 def _scope_sql(scope: Scope) -> tuple[str, list[Any]]:
@@ -206,10 +226,158 @@ def is_narrow(store: Store, window: Window) -> bool:
 
 def run_aggregate(store: Store, window: Window, keys: list[str], period: str | None, scope: Scope,
                   idle_pct: float = IDLE_UTIL_PCT):
-    """Run the aggregate query; a pandas DataFrame with one row per group (x period)."""
-    sql, params = aggregate_sql(window, keys, period, scope, idle_pct, narrow=is_narrow(store, window),
-                                dialect=store.dialect)
+    """Run the aggregate query; a pandas DataFrame with one row per group (x period).
+
+    Through the usage rollup (rollup_sql) where the store keeps one, else the GROUP BY over every job run."""
+    buckets = _rollup_buckets(store, window, idle_pct)
+    if buckets:
+        sql, params = rollup_sql(window, keys, period, scope, idle_pct, buckets)
+    else:
+        sql, params = aggregate_sql(window, keys, period, scope, idle_pct, narrow=is_narrow(store, window),
+                                    dialect=store.dialect)
     return _frame(store, sql, params)
+
+
+@dataclass(frozen=True)
+class Buckets:
+    """The rollup buckets a window needs: UTC days {lo: (max_end, clean)} and months {lo: (hi, clean)}."""
+
+    days: dict[int, tuple[int, bool]]
+    months: dict[int, tuple[int, bool]]
+
+
+def _rollup_buckets(store: Store, window: Window, idle_pct: float) -> Buckets | None:
+    """The store's rollup buckets around `window`; None where the store keeps no rollup (an older schema read
+    without migrating, or a store whose rows were written without slurmkit's writers, e.g. --from-sacct's)."""
+    from slurmkit.store.db import current_version
+    from slurmkit.store.rollup import DAY
+
+    if current_version(store) < 3:
+        return None
+    rows = store.execute("SELECT lo, hi, max_end, stale, idle_pct FROM rollup_buckets "
+                         "WHERE lo < ? AND (hi > ? OR max_end > ?)",
+                         [window.until, window.since, window.since]).fetchall()
+    if not rows and store.execute("SELECT COUNT(*) FROM rollup_buckets").fetchone()[0] == 0:
+        return None
+    days, months = {}, {}
+    for lo, hi, max_end, stale, pct in rows:
+        clean = stale == 0 and pct == idle_pct
+        if hi - lo == DAY:
+            days[lo] = (max_end if max_end is not None else lo, clean)
+        else:
+            months[lo] = (hi, clean)
+    return Buckets(days, months)
+
+
+def _cover(b: Buckets, ps: int, pe: int) -> list[tuple[int, int]]:
+    """Clean rollup buckets (lo, hi) inside [ps, pe): whole UTC months where they fit, else days."""
+    from slurmkit.store.rollup import DAY, month_of
+
+    out, t, end = [], -(-ps // DAY) * DAY, pe // DAY * DAY
+    while t < end:
+        m_lo, m_hi = month_of(t)
+        if m_lo == t and m_hi <= end and b.months.get(t, (0, False))[1] \
+                and all(clean for lo, (_, clean) in b.days.items() if t <= lo < m_hi):
+            out.append((t, m_hi))
+            t = m_hi
+            continue
+        if b.days.get(t, (0, False))[1]:
+            out.append((t, t + DAY))
+        t += DAY
+    return out
+
+
+def _rollup_plan(b: Buckets, buckets: list[tuple[str, int, int]]) -> tuple[list[tuple], list[tuple]]:
+    """(cover, raw) for the periods `buckets`: cover rows (period, lo, hi) are summed from usage_rollup; raw rows
+    (period, ps, pe, lo, hi, kind) select runs by start_time in [lo, hi), computed run by run:
+    kind 0 runs start inside the period but in no clean bucket; kind 1 runs start before it and end inside or after
+    it; kind 2 runs start in a cover bucket but end after the period: the rollup counted them whole, they add back
+    minus the part after the period."""
+    from slurmkit.store.rollup import DAY
+
+    cover, raw = [], []
+    for label, ps, pe in buckets:
+        t = ps
+        for lo, hi in _cover(b, ps, pe):
+            cover.append((label, lo, hi))
+            if t < lo:
+                raw.append((label, ps, pe, t, lo, 0))
+            # only the days of the bucket that hold a run ending after the period
+            raw += [(label, ps, pe, d, d + DAY, 2) for d, (max_end, _) in b.days.items()
+                    if lo <= d < hi and max_end > pe]
+            t = hi
+        if t < pe:
+            raw.append((label, ps, pe, t, pe, 0))
+        raw += [(label, ps, pe, lo, min(lo + DAY, ps), 1) for lo, (max_end, _) in sorted(b.days.items())
+                if lo < ps and max_end > ps]
+    return cover, raw
+
+
+def _values(name: str, cols: str, rows: list[tuple]) -> str:
+    """A CTE of literal rows (labels are our own strftime output; numbers are ints): no parameter limit."""
+    if not rows:  # typed like the rows it stands for (PostgreSQL compares them with BIGINT columns)
+        n = len(cols.split(","))
+        return f"{name}({cols}) AS (SELECT {', '.join(['CAST(NULL AS TEXT)', *['CAST(NULL AS BIGINT)'] * (n - 1)])}" \
+               " WHERE 1 = 0)"
+    lit = ", ".join("(" + ", ".join(f"'{v}'" if isinstance(v, str) else str(int(v)) for v in r) + ")" for r in rows)
+    return f"{name}({cols}) AS (VALUES {lit})"
+
+
+def rollup_sql(window: Window, keys: list[str], period: str | None, scope: Scope, idle_pct: float,
+               b: Buckets) -> tuple[str, list[Any]]:
+    """The same figures as aggregate_sql, from the usage rollup (slurmkit/store/rollup.py) plus the runs it
+    cannot place, computed run by run (_rollup_plan). Returns (sql, params)."""
+    from slurmkit.store.rollup import SUM_COLUMNS
+
+    buckets = periods(window, period) if period else [("", window.since, window.until)]
+    cover, raw = _rollup_plan(b, buckets)
+    scope_sql, scope_params = _scope_sql(scope)
+    need = ["cluster", "job_id", "run", "gpus", "start_time", "end_time", "submit_time",
+            *{KEYS[k].removeprefix("j.") for k in keys}]
+    seconds = (f"({_clip('j.start_time', 'j.end_time', 'j.ps', 'j.pe')}"
+               " - CASE WHEN j.kind = 2 THEN j.end_time - j.start_time ELSE 0 END)")
+    first = f"(CASE WHEN j.kind = 2 THEN 0 WHEN j.start_time >= j.ps OR j.ps = {int(window.since)} THEN 1 ELSE 0 END)"
+    figures, g_sql = run_figures_sql(seconds, first, runs="SELECT cluster, job_id, run FROM rj")
+    rj = f"""rj AS (
+    SELECT r.period, r.ps, r.pe, r.kind, {', '.join(f'j.{c}' for c in dict.fromkeys(need))}
+    FROM r CROSS JOIN jobs j
+    WHERE j.start_time >= r.lo AND j.start_time < r.hi AND j.gpus > 0 AND j.end_time IS NOT NULL
+      AND j.end_time > (CASE WHEN r.kind = 2 THEN r.pe ELSE r.ps END){scope_sql}
+)"""
+    raw_keys = [f"COALESCE({KEYS[k]}, '(none)') AS \"{k}\"" for k in keys]
+    cover_keys = [f"COALESCE({KEYS[k].replace('j.', 'u.')}, '(none)') AS \"{k}\"" for k in keys]
+    group = [*(f'"{k}"' for k in keys), "period"]
+    f = "CAST({} AS DOUBLE PRECISION)"
+    sql = f"""WITH {_values('c', 'period, lo, hi', cover)},
+{_values('r', 'period, ps, pe, lo, hi, kind', raw)},
+{rj},
+{g_sql},
+y AS (
+    SELECT {', '.join([*cover_keys, 'c.period AS period', *(f'u.{s}' for s in SUM_COLUMNS)])}
+    FROM c CROSS JOIN usage_rollup u
+    WHERE u.lo = c.lo AND u.hi = c.hi{scope_sql.replace('j.', 'u.')}
+    UNION ALL
+    SELECT {', '.join([*raw_keys, 'j.period AS period'])},
+           {figures}
+    FROM rj j LEFT JOIN g ON g.cluster = j.cluster AND g.job_id = j.job_id AND g.run = j.run
+)
+SELECT {', '.join(group)},
+       SUM(jobs) AS jobs,
+       {f.format('SUM(gpu_s)')} / 3600 AS gpu_hours,
+       {f.format('SUM(measured_s)')} / 3600 AS gpu_hours_measured,
+       {f.format('COALESCE(SUM(util_s), 0)')} / 360000 AS gpu_hours_used,
+       {f.format('COALESCE(SUM(idle_s), 0)')} / 3600 AS gpu_hours_wasted,
+       SUM(idle_multi) AS idle_gpus_in_multi,
+       {f.format('SUM(idle_multi_s)')} / 3600 AS idle_gpu_hours_in_multi,
+       SUM(no_metrics) AS jobs_no_metrics,
+       {f.format('SUM(wait_sum)')} AS wait_s_sum,
+       SUM(wait_n) AS wait_n,
+       MAX(wait_max) AS wait_s_max,
+       {', '.join(f'COALESCE(SUM(n_{s}), 0) AS n_{s}' for s in SOURCES)}
+FROM y
+GROUP BY {', '.join(group)}
+ORDER BY {', '.join(group)}"""
+    return sql, [*scope_params, idle_pct, *scope_params]
 
 
 def idle_jobs_sql(window: Window, scope: Scope, limit: int, idle_pct: float = IDLE_UTIL_PCT):

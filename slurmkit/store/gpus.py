@@ -9,6 +9,7 @@ Used by ingest (spool files) and by reconcile (AdminComment segments, slurmkit/a
 from __future__ import annotations
 
 from slurmkit.accounting import gpusummary
+from slurmkit.store import rollup
 from slurmkit.store.db import Store
 
 COLUMNS = ("cluster", "job_id", "run", "node", "gpu_index", "uuid", "pci_bus_id", "model", "util_mean", "util_max",
@@ -57,7 +58,9 @@ def upsert(store: Store, recs: list[dict]) -> int:
     if store.dialect == "sqlite":
         store.conn.execute("BEGIN IMMEDIATE")
     try:
-        store.conn.cursor().executemany(store.sql(upsert_sql()), all_rows)
+        cur = store.conn.cursor()
+        cur.executemany(store.sql(upsert_sql()), all_rows)
+        rollup.mark(store, {r[:3] for r in all_rows}, cur)
     except Exception:
         store.conn.rollback()
         raise

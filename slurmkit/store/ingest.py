@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurmkit.accounting import record, spool
-from slurmkit.store import gpus
+from slurmkit.store import gpus, rollup
 from slurmkit.store.db import Store
 
 JOB_COLUMNS = ("cluster", "job_id", "run", "array_job_id", "array_task_id", "het_job_id", "het_job_offset",
@@ -77,13 +77,18 @@ def ingest(store: Store, spool_dir: str | Path, batch: int = 500) -> IngestResul
             if store.dialect == "sqlite":
                 store.conn.execute("BEGIN IMMEDIATE")
             cur = store.conn.cursor()
+            runs = {r[:3] for r in rows} | {r[:3] for r in gpu_rows}
+            rollup.mark(store, runs, cur)  # the days the runs start in now (a re-ingest may move a run)
             if rows:
                 cur.executemany(store.sql(sql), rows)
             if gpu_rows:
                 cur.executemany(store.sql(gpus.upsert_sql()), gpu_rows)
+            rollup.mark(store, runs, cur)  # ... and after
             store.conn.commit() if store.dialect == "postgresql" else store.conn.execute("COMMIT")
             for path in done:  # only now, after COMMIT
                 os.unlink(path)
             res.ingested += len(done)
         res.remaining = len(spool.pending(d))
+        if res.ingested:
+            rollup.refresh(store)  # the records are committed; a failure here leaves only stale (slower) days
     return res
