@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from slurmkit.accounting import sacct
+from slurmkit.store import rollup
 from slurmkit.store.db import Store
 from slurmkit.store.ingest import JOB_COLUMNS
 
@@ -318,7 +319,9 @@ def apply(store: Store, changes: list[Change], source: str) -> list[str]:
     guard = "cluster = ? AND job_id = ? AND run = ? AND source = ? AND COALESCE(flags, '') = ?"
     if store.dialect == "sqlite":
         store.conn.execute("BEGIN IMMEDIATE")
+    jobs = {(c.cluster, c.job_id) for c in changes}
     try:
+        rollup.mark(store, jobs)  # the usage rollup's days of these jobs' runs, before and after the changes
         renumbers = [c for c in changes if c.action == "renumber"]
         for c in changes:
             if c.action == "remove-duplicate":
@@ -348,6 +351,7 @@ def apply(store: Store, changes: list[Change], source: str) -> list[str]:
                                      c.expect[0], c.expect[1] or ""))
                 if cur.rowcount != 1:
                     stale.append(c.describe())
+        rollup.mark(store, jobs)
     except BaseException:
         store.conn.rollback() if store.dialect == "postgresql" else store.conn.execute("ROLLBACK")
         raise
@@ -401,6 +405,7 @@ def reconcile(store: Store, since: int, until: int | None = None, *, mode: str =
                     from slurmkit.store import gpus
 
                     gpus.upsert(store, node_recs)
+                rollup.refresh(store)
         if progress and (len(parts) > 1 or recs):
             progress(f"{mode}: {time.strftime('%Y-%m-%d %H:%M', time.localtime(a))} .. "
                      f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(b))}: {len(recs)} runs in sacct, "

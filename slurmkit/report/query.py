@@ -326,7 +326,8 @@ def _values(name: str, cols: str, rows: list[tuple]) -> str:
 def rollup_sql(window: Window, keys: list[str], period: str | None, scope: Scope, idle_pct: float,
                b: Buckets) -> tuple[str, list[Any]]:
     """The same figures as aggregate_sql, from the usage rollup (slurmkit/store/rollup.py) plus the runs it
-    cannot place, computed run by run (_rollup_plan). Returns (sql, params)."""
+    cannot place, computed run by run (_rollup_plan). Returns (sql, params). Sums of BIGINT columns are cast back
+    to BIGINT: PostgreSQL's SUM(bigint) is NUMERIC (a Decimal in Python)."""
     from slurmkit.store.rollup import SUM_COLUMNS
 
     buckets = periods(window, period) if period else [("", window.since, window.until)]
@@ -362,18 +363,18 @@ y AS (
     FROM rj j LEFT JOIN g ON g.cluster = j.cluster AND g.job_id = j.job_id AND g.run = j.run
 )
 SELECT {', '.join(group)},
-       SUM(jobs) AS jobs,
+       CAST(SUM(jobs) AS BIGINT) AS jobs,
        {f.format('SUM(gpu_s)')} / 3600 AS gpu_hours,
        {f.format('SUM(measured_s)')} / 3600 AS gpu_hours_measured,
        {f.format('COALESCE(SUM(util_s), 0)')} / 360000 AS gpu_hours_used,
        {f.format('COALESCE(SUM(idle_s), 0)')} / 3600 AS gpu_hours_wasted,
-       SUM(idle_multi) AS idle_gpus_in_multi,
+       CAST(SUM(idle_multi) AS BIGINT) AS idle_gpus_in_multi,
        {f.format('SUM(idle_multi_s)')} / 3600 AS idle_gpu_hours_in_multi,
-       SUM(no_metrics) AS jobs_no_metrics,
+       CAST(SUM(no_metrics) AS BIGINT) AS jobs_no_metrics,
        {f.format('SUM(wait_sum)')} AS wait_s_sum,
-       SUM(wait_n) AS wait_n,
+       CAST(SUM(wait_n) AS BIGINT) AS wait_n,
        MAX(wait_max) AS wait_s_max,
-       {', '.join(f'COALESCE(SUM(n_{s}), 0) AS n_{s}' for s in SOURCES)}
+       {', '.join(f'CAST(COALESCE(SUM(n_{s}), 0) AS BIGINT) AS n_{s}' for s in SOURCES)}
 FROM y
 GROUP BY {', '.join(group)}
 ORDER BY {', '.join(group)}"""

@@ -1,0 +1,184 @@
+"""The usage rollup (slurmkit/store/rollup.py): reports through it give the full query's figures, and every writer
+(ingest of job and node records in either order, re-ingest, gpus.upsert, reconcile) leaves it equal to a
+recomputation from jobs and job_gpus."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from report_store import T0, H, add_gpus, add_job, check_scenario_by_user, scenario
+from test_reconcile import SINCE, UNTIL, fetch, hook_rows
+from test_reconcile import put as put_jobs
+from test_sampler_ingest import gpus_rec
+
+from slurmkit.accounting import reconcile, spool
+from slurmkit.report import query
+from slurmkit.report.build import build
+from slurmkit.report.query import Scope, aggregate_sql, run_aggregate
+from slurmkit.report.window import parse_window
+from slurmkit.store import gpus as store_gpus
+from slurmkit.store import rollup
+from slurmkit.store.db import open_store
+from slurmkit.store.ingest import ingest
+
+D = 86400
+
+
+def rollup_rows(store) -> list[tuple]:
+    cols = ", ".join(["lo", "hi", *rollup.KEY_COLUMNS, *rollup.SUM_COLUMNS])
+    rows = store.execute(f"SELECT {cols} FROM usage_rollup").fetchall()
+    return sorted((tuple(round(v, 6) if isinstance(v, float) else v for v in r) for r in rows), key=repr)
+
+
+def stale_days(store) -> int:
+    return store.execute("SELECT COUNT(*) FROM rollup_buckets WHERE stale = 1").fetchone()[0]
+
+
+def assert_current(store) -> None:
+    """No stale day, and the rollup equals one recomputed from scratch out of jobs and job_gpus."""
+    assert stale_days(store) == 0
+    kept = rollup_rows(store)
+    rollup.rebuild(store)
+    assert kept == rollup_rows(store)
+
+
+def full_query(store, window, keys, period, scope):
+    sql, params = aggregate_sql(window, keys, period, scope, dialect=store.dialect)
+    return query._frame(store, sql, params)
+
+
+WINDOWS = [("2026-11-01", "2026-11-02", None, "UTC"), ("2026-10-01", "2026-12-01", "day", "UTC"),
+           ("2026-10-15", "2026-12-01", "month", "Europe/Berlin"), ("2026-10-31T05:00", "2026-11-03T07:30", "week",
+                                                                     "UTC"),
+           ("2026-10-31T05:00", "2026-11-03T07:30", "day", "Asia/Kolkata"), ("2026-10-01", "2026-12-01", "month",
+                                                                              "UTC")]
+
+
+def assert_same_as_full_query(store) -> int:
+    """Every window/period/zone/key/scope in WINDOWS: the rollup path's frame equals the full query's."""
+    n = 0
+    for since, until, period, tz in WINDOWS:
+        w = parse_window(since, until, tz=tz)
+        assert query._rollup_buckets(store, w, 5.0) is not None  # the rollup path is the one tested
+        for keys in (["user"], ["account", "partition"], []):
+            for scope in (Scope(), Scope("carol"), Scope("alice")):
+                got = run_aggregate(store, w, keys, period, scope)
+                pd.testing.assert_frame_equal(got, full_query(store, w, keys, period, scope), check_dtype=False,
+                                              rtol=1e-12)
+                n += len(got)
+    return n
+
+
+def wide_scenario(url):
+    """tests/test_report.py's scenario plus runs across day, month and window edges, one with no user."""
+    return add_wide(scenario(url))
+
+
+def add_wide(s):
+    add_job(s, 9, user="carol", gpus=2, start=T0 + 20 * H, end=T0 + 28 * H)
+    add_job(s, 10, user="carol", gpus=3, start=T0 - 40 * H, end=T0 + 50 * H, submit=T0 - 50 * H)
+    add_gpus(s, 10, [50, 1, 2], idle=[0.5, 1, 1])
+    add_job(s, 11, user=None, gpus=3, start=T0 - 400 * H, end=T0 + 50 * H, submit=None)
+    add_gpus(s, 11, [50, 1, 2], idle=[0.5, 1, 1], source="nvml")
+    if s.dialect == "postgresql":
+        s.conn.commit()
+    return s
+
+
+def test_hand_computed_figures_through_the_rollup(tmp_path):
+    with scenario(tmp_path / "s.db") as s:
+        assert query._rollup_buckets(s, parse_window("2026-11-01", "2026-11-02"), 5.0) is None  # hand-written
+        assert rollup.rebuild(s) == 3  # runs start on three UTC days (Oct 31, Nov 1, Nov 2)
+        window = parse_window("2026-11-01", "2026-11-02")
+        assert query._rollup_buckets(s, window, 5.0) is not None
+        check_scenario_by_user(build("usage", s, window, ["user"], None, Scope()))
+
+
+def test_rollup_path_equals_the_full_query(tmp_path):
+    with wide_scenario(tmp_path / "s.db") as s:
+        rollup.rebuild(s)
+        assert assert_same_as_full_query(s) > 100
+
+
+def test_stale_days_are_computed_run_by_run(tmp_path):
+    with wide_scenario(tmp_path / "s.db") as s:
+        rollup.rebuild(s)
+        s.execute("UPDATE rollup_buckets SET stale = 1 WHERE lo = ?", [T0])  # as a writer's mark() leaves it
+        # a change the rollup has not seen: reports must not use the stale day's rows
+        s.execute("UPDATE jobs SET gpus = 7 WHERE job_id = 3")
+        assert assert_same_as_full_query(s) > 100
+
+
+def test_another_idle_threshold_is_not_read_from_the_rollup(tmp_path):
+    with wide_scenario(tmp_path / "s.db") as s:
+        rollup.rebuild(s)
+        w = parse_window("2026-10-01", "2026-12-01")
+        assert query._rollup_buckets(s, w, 5.0) is not None
+        for pct in (1.5, 60.0):
+            sql, params = aggregate_sql(w, ["user"], "day", Scope(), pct)
+            pd.testing.assert_frame_equal(run_aggregate(s, w, ["user"], "day", Scope(), pct),
+                                          query._frame(s, sql, params), check_dtype=False, rtol=1e-12)
+
+
+def job_rec(job_id: int, start: int, end: int, *, user: str = "alice", gpus: int = 2, run: int = 0) -> dict:
+    return {"version": 1, "kind": "job", "cluster": "dev", "job_id": job_id, "run": run, "user_name": user,
+            "account": "research", "partition": "gpu", "state": "COMPLETED", "submit_time": start - 600,
+            "start_time": start, "end_time": end, "elapsed_s": end - start, "nodes": "gpu01", "node_count": 1,
+            "gpus": gpus, "gpu_types": "a100", "source": "jobcomp"}
+
+
+def test_ingest_keeps_the_rollup_current_in_either_arrival_order_and_on_reingest(tmp_path):
+    sp, s = tmp_path / "spool", open_store(str(tmp_path / "a.db"))
+    # node summaries before their job (21), a job before its summaries (22), one across midnight (23)
+    spool.write(sp, "g21", gpus_rec(21, "gpu01", [0, 1]))
+    assert ingest(s, sp).ingested == 1
+    assert rollup_rows(s) == []  # no job yet: nothing to roll up, nothing dropped
+    spool.write(sp, "j21", job_rec(21, T0 + 2 * H, T0 + 5 * H))
+    spool.write(sp, "j22", job_rec(22, T0 + D + H, T0 + D + 3 * H, user="bob"))
+    spool.write(sp, "j23", job_rec(23, T0 + 22 * H, T0 + 30 * H, user="carol"))
+    assert ingest(s, sp).ingested == 3
+    assert_current(s)
+    day0 = {r[3]: r for r in rollup_rows(s) if r[:2] == (T0, T0 + D)}
+    assert day0["alice"][9:12] == (1, 2 * 3 * 3600, 2 * 3 * 3600)  # jobs, gpu_s, measured_s: measured
+    spool.write(sp, "g22", gpus_rec(22, "gpu01", [0, 1]))
+    assert ingest(s, sp).ingested == 1
+    assert_current(s)
+    assert {r[3]: r[16] for r in rollup_rows(s) if r[:2] == (T0 + D, T0 + 2 * D)}["bob"] == 0  # no_metrics
+    # the same job record again with a later start: it moves to the next day, counted once
+    spool.write(sp, "j21b", job_rec(21, T0 + D + 2 * H, T0 + D + 5 * H))
+    assert ingest(s, sp).ingested == 1
+    assert_current(s)
+    assert "alice" not in {r[3] for r in rollup_rows(s) if r[:2] == (T0, T0 + D)}
+    assert assert_same_as_full_query(s) > 10
+
+
+def test_gpus_upsert_marks_and_reports_stay_exact_until_refresh(tmp_path):
+    sp, s = tmp_path / "spool", open_store(str(tmp_path / "a.db"))
+    spool.write(sp, "j31", job_rec(31, T0 + H, T0 + 4 * H, user="carol"))
+    assert ingest(s, sp).ingested == 1
+    assert stale_days(s) == 0
+    assert store_gpus.upsert(s, [gpus_rec(31, "gpu01", [0, 1])]) == 2  # reconcile's AdminComment path
+    assert stale_days(s) == 1
+    assert assert_same_as_full_query(s) > 0  # the stale day counted run by run: with the new metrics
+    rollup.refresh(s)
+    assert_current(s)
+
+
+def test_reconcile_writes_keep_the_rollup_current(tmp_path):
+    with open_store(str(tmp_path / "accounting.db")) as s:
+        put_jobs(s, tmp_path, hook_rows(119, 124))  # a requeued job's old hook rows: renumbered by reconcile
+        assert_current(s)
+        res = reconcile.reconcile(s, SINCE, UNTIL, fetch=fetch, chunk_s=UNTIL - SINCE)
+        assert {c.action for c in res.changes} >= {"insert", "renumber"}
+        assert_current(s)
+
+
+@pytest.mark.postgres
+def test_rollup_on_postgresql(pg_schema_url):
+    with scenario(pg_schema_url()) as s:
+        assert s.dialect == "postgresql"
+        rollup.rebuild(s)
+        check_scenario_by_user(build("usage", s, parse_window("2026-11-01", "2026-11-02"), ["user"], None,
+                                     Scope()))
+        rollup.rebuild(add_wide(s))
+        assert assert_same_as_full_query(s) > 100
