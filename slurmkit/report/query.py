@@ -8,6 +8,10 @@ Only aggregated rows (one per group x period) leave the database, so a report ov
   multiplied by its number of GPU rows;
 * each (cluster, job_id, run) row is one allocation: requeued runs carry their own times and are never merged,
   array tasks have their own job ids, a multi-node job is one row with ``gpus`` over all its nodes.
+
+Where the store keeps the usage rollup (slurmkit/store/rollup.py), rollup_sql gives the same figures from it:
+clean UTC days and months inside a period are summed from the rollup, the rest run by run (run_figures_sql,
+the expressions the rollup itself is computed with). aggregate_sql stays for stores without it.
 """
 
 from __future__ import annotations
