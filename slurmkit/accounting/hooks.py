@@ -172,18 +172,34 @@ def epilog(env: dict[str, str]) -> int:
             flags.append("source-unavailable")
         elif stopped:
             flags.append(stopped)
-        if not lines:
-            flags.append("no-samples")
-        if meta:
-            gpus, source, interval = gpusummary.summarize(meta, lines), meta["source"], meta["interval_s"]
+        if meta and "recording" in meta:  # a summary source (DCGM): the host engine kept the numbers
+            gpus, more, error = _finish_recording(meta)
+            flags += more
+            source, interval = meta["source"], meta["interval_s"]
         else:
-            gpus, source, interval = gpusummary.empty_gpus(job.gpus), configured, cfg.interval_s
+            if not lines:
+                flags.append("no-samples")
+            if meta:
+                gpus, source, interval = gpusummary.summarize(meta, lines), meta["source"], meta["interval_s"]
+            else:
+                gpus, source, interval = gpusummary.empty_gpus(job.gpus), configured, cfg.interval_s
         rec = gpusummary.node_record(cluster=job.cluster, job_id=job.job_id, run=sampler.run_of(d), node=job.node,
                                      source=source, interval_s=interval, gpus=gpus, flags=flags,
                                      started=(meta or {}).get("started"), note=error)
         transport.deliver(cfg, rec)
         shutil.rmtree(d, ignore_errors=True)
     return 0
+
+
+def _finish_recording(meta: dict) -> tuple[list[dict], list[str], str | None]:
+    """(gpus, flags, note) from a summary source; its failure gives the allocation without numbers, flagged."""
+    from slurmkit.accounting import gpusummary
+    from slurmkit.accounting.metrics import SourceUnavailable, finish_recording
+
+    try:
+        return finish_recording(meta)
+    except SourceUnavailable as exc:
+        return gpusummary.empty_gpus([g["index"] for g in meta["gpus"]]), ["source-unavailable"], str(exc)
 
 
 def main(argv: list[str]) -> int:

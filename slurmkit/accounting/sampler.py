@@ -251,24 +251,30 @@ def run(cfg: NodeConfig, job: JobRun, d: str) -> int:
     meta = {"version": 1, "cluster": job.cluster, "job_id": job.job_id, "run": job.run, "node": job.node,
             "source": src.name, "interval_s": cfg.interval_s, "started": time.time(),
             "gpus": [g.as_dict() for g in gpus]}
+    summary_only = getattr(src, "summary_only", False)  # DCGM: the host engine records; nothing to sample
+    if summary_only:
+        meta["recording"] = src.recording()  # type: ignore[attr-defined]
     _write_atomic(os.path.join(d, META), json.dumps(meta) + "\n")
-    fd = os.open(os.path.join(d, SAMPLES), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+    fd = None if summary_only else os.open(os.path.join(d, SAMPLES), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
     deadline = time.monotonic() + cfg.max_s
     next_t = time.monotonic()
     try:
         while True:
-            _append(fd, src)
+            if fd is not None:
+                _append(fd, src)
             next_t += cfg.interval_s
             now = time.monotonic()
             if next_t < now:  # starved of CPU: skip the missed readings, keep the cadence
                 next_t = now + cfg.interval_s - (now - next_t) % cfg.interval_s
             if signal.sigtimedwait({signal.SIGTERM, signal.SIGINT}, max(0.0, next_t - now)) is not None:
-                _append(fd, src)  # the final reading, at the job's end
+                if fd is not None:
+                    _append(fd, src)  # the final reading, at the job's end
                 break
             if not _wanted(d) or time.monotonic() > deadline:
                 break
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
         src.close()
     return 0
 

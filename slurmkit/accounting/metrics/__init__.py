@@ -10,9 +10,15 @@ the energy counter every interval. Sources:
 * ``simulated``: replays a deterministic trace (metrics/simulated.py) for machines without GPUs (devcluster,
   tests, demos). Its GPUs have UUIDs ``SIMULATED-<node>-<index>`` and every record says source=simulated, so its
   numbers are never mistaken for measurements. ``auto`` never falls back to it.
-* ``dcgm`` and ``slurm`` (gres/gpuutil) are NOT implemented: DCGM job statistics need a running host engine and
-  Slurm's gres/gpuutil needs Slurm >= 23.02 built with NVML; neither can be exercised here. Choosing them gives a
-  clearly flagged record without metrics (SourceUnavailable), never made-up numbers.
+* ``dcgm``: DCGM job statistics through `dcgmi` (metrics/dcgm.py), a *summary* source: the prolog's sampler
+  only starts the host engine's job recording (``summary_only``; its state goes to meta.json as ``recording``)
+  and the epilog reads DCGM's per-GPU summary (finish_recording). No host engine exists here: tested against
+  real recorded `dcgmi` output and a fake `dcgmi` executable. dcgmi missing or the host engine down: flagged
+  record without metrics (SourceUnavailable), never numbers from elsewhere.
+* ``slurm`` (gres/gpuutil) is NOT a node source: Slurm records it per step in the accounting database, read after
+  the job by `sacct` (slurmkit/accounting/slurm_gpuutil.py: per-job last-poll figures, flagged
+  ``last-poll-not-average``, for jobs without any node summary). Choosing it on a node gives the flagged record
+  without metrics (SourceUnavailable) with a message that says so.
 
 Only the standard library is imported here; nvml/simulated modules are imported by open_source() on demand.
 """
@@ -22,10 +28,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
-SOURCES = ("nvml", "simulated")  # implemented; "auto" means nvml
+SOURCES = ("nvml", "simulated", "dcgm")  # implemented; "auto" means nvml
 NOT_IMPLEMENTED = {
-    "dcgm": "DCGM job statistics are not implemented (no host engine to test against); use nvml",
-    "slurm": "Slurm gres/gpuutil needs Slurm >= 23.02 built with NVML and is not implemented; use nvml",
+    "slurm": "Slurm gres/gpuutil is not a node metric source: it is read from sacct after the job "
+             "(slurmkit.accounting.slurm_gpuutil); use nvml or dcgm on the node",
 }
 
 
@@ -76,6 +82,32 @@ class MetricSource(Protocol):
     def close(self) -> None: ...
 
 
+class SummarySource(Protocol):
+    """A source that records by itself (DCGM's host engine): the sampler starts it and waits; the epilog calls
+    finish_recording(meta) instead of summarizing readings."""
+
+    name: str
+    summary_only: bool
+
+    def open(self, indices: list[int]) -> list[Gpu]: ...
+
+    def recording(self) -> dict:
+        """What the epilog needs to find the recording again (stored in meta.json as ``recording``)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def finish_recording(meta: dict) -> tuple[list[dict], list[str], str | None]:
+    """(per-GPU summaries, flags, note) of a summary source's recording (meta.json written by the sampler);
+    raises SourceUnavailable when the source cannot give trustworthy numbers."""
+    if meta.get("source") == "dcgm":
+        from slurmkit.accounting.metrics import dcgm
+
+        return dcgm.finish(meta)
+    raise SourceUnavailable(f"source {meta.get('source')!r} keeps no recording")
+
+
 def parse_gpu_map(text: str | None) -> dict[int, str]:
     """`SK_GPU_MAP` ("0=GPU-8b55...,1=00000000:07:00.0"): Slurm index -> UUID or PCI bus id, set by admins where
     Slurm's GPU order is not the device-minor order (see metrics/nvml.py). Raises ValueError naming the entry."""
@@ -89,7 +121,7 @@ def parse_gpu_map(text: str | None) -> dict[int, str]:
 
 
 def open_source(name: str, *, key: str, node: str, interval_s: float, trace: str | None = None,
-                gpu_map: dict[int, str] | None = None) -> MetricSource:
+                gpu_map: dict[int, str] | None = None) -> MetricSource | SummarySource:
     """The source called `name` (site config accounting.metric_source). `key` identifies the job run
     (cluster/job/run) and seeds the simulated source; raises SourceUnavailable."""
     if name in ("nvml", "auto"):
@@ -100,6 +132,10 @@ def open_source(name: str, *, key: str, node: str, interval_s: float, trace: str
         from slurmkit.accounting.metrics.simulated import SimulatedSource
 
         return SimulatedSource(key=key, node=node, interval_s=interval_s, trace=trace)
+    if name == "dcgm":
+        from slurmkit.accounting.metrics.dcgm import DcgmSource
+
+        return DcgmSource(key=key, gpu_map=gpu_map)
     if name in NOT_IMPLEMENTED:
         raise SourceUnavailable(NOT_IMPLEMENTED[name])
-    raise SourceUnavailable(f"unknown metric source {name!r} (expected auto, nvml or simulated)")
+    raise SourceUnavailable(f"unknown metric source {name!r} (expected auto, nvml, dcgm or simulated)")
