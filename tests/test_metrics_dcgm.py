@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 import time
 from pathlib import Path
 
@@ -169,7 +170,9 @@ def test_fake_dcgmi_prolog_starts_the_recording_and_epilog_reports_it(tmp_path, 
     assert hooks.prolog(env) == 0
     d = tmp_path / "state" / "gpu07" / "testc-4242-0"
     meta = _wait_meta(d)
-    assert meta["source"] == "dcgm" and meta["recording"] == {"dcgm_job": "sk-testc-4242-0", "dcgm_group": 7}
+    # No NVML here (no driver): Slurm's index is DCGM's GPU ID, and the record will say it is unverified.
+    assert meta["source"] == "dcgm" and meta["recording"] == {"dcgm_job": "sk-testc-4242-0", "dcgm_group": 7,
+                                                              "dcgm_gpu_ids": [0], "identity_verified": False}
     assert not (d / sampler.SAMPLES).exists()  # DCGM records; the sampler takes no readings
     assert log.read_text().splitlines() == ["group -c sk-testc-4242-0", "group -g 7 -a 0", "stats -g 7 -e",
                                             "stats -g 7 -s sk-testc-4242-0"]
@@ -229,9 +232,32 @@ def test_without_dcgmi_the_source_says_so(tmp_path, monkeypatch):
         src.open([0])
 
 
-def test_gpu_map_is_refused_rather_than_guessed():
-    with pytest.raises(SourceUnavailable, match="SK_GPU_MAP"):
-        open_source("dcgm", key="c/1/0", node="n", interval_s=1.0, gpu_map={0: "GPU-aaaa"})
+def test_gpu_map_without_nvml_is_refused_rather_than_guessed(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
+    src = open_source("dcgm", key="c/1/0", node="n", interval_s=1.0, gpu_map={0: "GPU-aaaa"})
+    with pytest.raises(SourceUnavailable, match="SK_GPU_MAP is set but NVML cannot resolve it"):
+        src.open([0])
+
+
+def test_with_nvml_slurm_index_becomes_the_nvml_index_and_the_record_has_uuids(tmp_path, fake_path):
+    # FAKE pynvml (tests/test_metrics_nvml.py) + FAKE dcgmi. NVML order differs from Slurm's (device minors):
+    # Slurm 0 = minor 0 = NVML index 1, Slurm 3 = minor 3 = NVML index 2; DCGM must be asked for GPU IDs 1,2.
+    from tests.test_metrics_nvml import GPUS, fake_pynvml, fresh
+
+    log = tmp_path / "dcgmi.log"
+    stats = DOC_TWO_GPUS.replace("GPU ID: 2 ", "GPU ID: 1 ").replace("GPU ID: 5 ", "GPU ID: 2 ")
+    _fake_dcgmi(fake_path, log, stats_v_j=stats)
+    fakes = fresh()
+    nv = fake_pynvml(fakes)
+    nv.nvmlDeviceGetIndex = lambda h: fakes.index(h[1])  # type: ignore[attr-defined]
+    src = dcgm.DcgmSource(key="c/9/0", nvml=nv)
+    gpus = src.open([0, 3])
+    assert [g.uuid for g in gpus] == [GPUS[1].uuid, GPUS[2].uuid]
+    assert "group -g 7 -a 1,2" in log.read_text().splitlines()
+    meta = {"source": "dcgm", "recording": src.recording(), "gpus": [g.as_dict() for g in gpus]}
+    got, flags, note = dcgm.finish(meta)
+    assert [(g["index"], g["uuid"], g["util_mean"]) for g in got] == [(0, GPUS[1].uuid, 81), (3, GPUS[2].uuid, 5)]
+    assert flags == ["xid-errors"] and note == "GPU 0: 2 critical XID error(s)"  # no gpu-identity-unverified
 
 
 def test_dcgm_job_id_is_per_run_and_fits_dcgm():

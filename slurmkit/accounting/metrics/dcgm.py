@@ -24,10 +24,13 @@ power (seen in real output, tests/data/dcgm/), average power x execution time, f
 samples is None (DCGM does not say how many readings it took). Critical XID errors are counted in the record's
 note and flagged ``xid-errors``.
 
-GPU identity: `dcgmi stats -v` prints DCGM's GPU ID only (no UUID, no PCI bus id). Slurm's GPU index is passed
-to DCGM as the GPU ID, which holds where Slurm's order is NVML's order; where it is not (see metrics/nvml.py),
-this source cannot tell, so every DCGM record is flagged ``gpu-identity-unverified`` and carries no UUID. A site
-with SK_GPU_MAP set gets SourceUnavailable instead of a guess.
+GPU identity: `dcgmi stats -v` prints DCGM's GPU ID only (no UUID, no PCI bus id), and DCGM numbers GPUs as NVML
+enumerates them (PCI bus order), which is not Slurm's order on every machine (see metrics/nvml.py). So where
+nvidia-ml-py works, Slurm's index is resolved exactly as the nvml source does (device-minor order or
+SK_GPU_MAP), the record carries UUID and PCI bus id, and the GPU's NVML index is the DCGM GPU ID given to DCGM
+(an assumption that holds for whole GPUs; MIG instances are not handled). Without NVML, Slurm's index is passed
+as the DCGM GPU ID and every record is flagged ``gpu-identity-unverified`` (no UUID); with SK_GPU_MAP set and no
+NVML the source refuses (SourceUnavailable) rather than guess.
 
 Tested against recorded real `dcgmi` output and a FAKE `dcgmi` executable (tests/test_metrics_dcgm.py): there is
 no GPU or host engine where this project is developed.
@@ -38,6 +41,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from typing import Any
 
 from slurmkit.accounting.metrics import Gpu, SourceUnavailable
 
@@ -45,7 +49,6 @@ MIB = 1024 * 1024
 TIMEOUT_S = 20.0
 INT64_BLANK = 0x7FFFFFFFFFFFFFF0  # DCGM_INT64_BLANK: values at or above it mean "no data"
 INT32_BLANK = 0x7FFFFFF0
-FLAGS = ("gpu-identity-unverified",)
 _GROUP_ID = re.compile(r"with a group ID of (\d+)")
 _STAT = re.compile(r"(Avg|Max|Min):\s*([^,]+)")
 
@@ -78,32 +81,62 @@ class DcgmSource:
     name = "dcgm"
     summary_only = True  # the sampler writes meta.json and waits; it takes no readings itself
 
-    def __init__(self, key: str, gpu_map: dict[int, str] | None = None) -> None:
+    def __init__(self, key: str, gpu_map: dict[int, str] | None = None, nvml: Any = None) -> None:
         self._job = dcgm_job_id(key)
         self._group: int | None = None
-        if gpu_map:
-            raise SourceUnavailable("DCGM: SK_GPU_MAP is set, but the dcgm source cannot map UUIDs or PCI bus ids "
-                                    "to DCGM GPU IDs; use nvml on this site")
+        self._map = gpu_map or {}
+        self._nvml = nvml
+        self._ids: list[int] = []
+        self._verified = False
+
+    def _resolve(self, indices: list[int]) -> list[Gpu]:
+        """Slurm indices -> GPUs with identity and their DCGM GPU IDs (NVML indices), through NVML when it works."""
+        from slurmkit.accounting.metrics.nvml import NvmlSource
+
+        mod = self._nvml
+        if mod is None:
+            try:
+                import pynvml as mod
+            except ImportError:
+                mod = None
+        problem = "nvidia-ml-py is not installed"
+        if mod is not None:
+            nv = NvmlSource(gpu_map=self._map, nvml=mod)
+            try:
+                gpus = nv.open(indices)
+                self._ids = [int(mod.nvmlDeviceGetIndex(mod.nvmlDeviceGetHandleByUUID(g.uuid))) for g in gpus]
+                self._verified = True
+                return gpus
+            except (SourceUnavailable, mod.NVMLError) as exc:
+                problem = str(exc)
+            finally:
+                nv.close()
+        if self._map:
+            raise SourceUnavailable(f"DCGM: SK_GPU_MAP is set but NVML cannot resolve it ({problem}); the dcgm "
+                                    "source does not guess DCGM GPU IDs")
+        self._ids = list(indices)
+        return [Gpu(index=i) for i in indices]
 
     def open(self, indices: list[int]) -> list[Gpu]:
+        gpus = self._resolve(indices)
         out = _run(["group", "-c", self._job])
         m = _GROUP_ID.search(out)
         if not m:
             raise SourceUnavailable(f"DCGM: no group ID in the output of dcgmi group -c: {out.strip()[:200]!r}")
         self._group = int(m.group(1))
-        ids = ",".join(str(i) for i in indices)
         try:
-            _run(["group", "-g", str(self._group), "-a", ids])
+            _run(["group", "-g", str(self._group), "-a", ",".join(map(str, self._ids))])
             _run(["stats", "-g", str(self._group), "-e"])
             _run(["stats", "-g", str(self._group), "-s", self._job])
         except SourceUnavailable:
             _cleanup(self._job, self._group, remove_job=False)
             raise
-        return [Gpu(index=i) for i in indices]
+        return gpus
 
     def recording(self) -> dict:
         """What the epilog needs to find the recording again (kept in the sampler's meta.json)."""
-        return {"dcgm_job": self._job, "dcgm_group": self._group}
+        return {"dcgm_job": self._job, "dcgm_group": self._group, "dcgm_gpu_ids": self._ids,
+                "identity_verified": self._verified}
 
     def close(self) -> None:  # the recording outlives the sampler on purpose; finish() ends it
         pass
@@ -133,12 +166,17 @@ def finish(meta: dict) -> tuple[list[dict], list[str], str | None]:
         text = _run(["stats", "-v", "-j", job])
     finally:
         cleanup_problems = _cleanup(job, group)
-    by_id = {g["gpu_id"]: g for g in parse_job_stats(text)}
-    gpus, flags, notes = [], list(FLAGS), []
-    for gpu in meta["gpus"]:
-        stats = by_id.get(gpu["index"])
+    try:
+        by_id = {g["gpu_id"]: g for g in parse_job_stats(text)}
+    except ValueError as exc:
+        raise SourceUnavailable(f"DCGM: dcgmi stats -v -j {job}: {exc}") from None
+    ids = rec.get("dcgm_gpu_ids") or [g["index"] for g in meta["gpus"]]
+    gpus, notes = [], []
+    flags = [] if rec.get("identity_verified") else ["gpu-identity-unverified"]
+    for gpu, gpu_id in zip(meta["gpus"], ids, strict=True):
+        stats = by_id.get(gpu_id)
         if stats is None:
-            raise SourceUnavailable(f"DCGM: job {job} has no statistics for GPU ID {gpu['index']} "
+            raise SourceUnavailable(f"DCGM: job {job} has no statistics for GPU ID {gpu_id} "
                                     f"(got {sorted(by_id)})")
         summary, gpu_flags = summarize(stats)
         flags += [f for f in gpu_flags if f not in flags]
