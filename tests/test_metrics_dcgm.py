@@ -5,7 +5,6 @@ the recorded output and logs its arguments, so the tests check the commands slur
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import sys
@@ -16,18 +15,12 @@ import pytest
 
 from slurmkit.accounting import hooks, sampler
 from slurmkit.accounting.metrics import SourceUnavailable, dcgm, open_source
+from tests.test_sampler import _env as sampler_env
+from tests.test_sampler import _no_sampler_outlives_its_test, _spooled  # noqa: F401 (autouse fixture)
 
 DATA = Path(__file__).parent / "data" / "dcgm"
 REAL_V_J = (DATA / "stats-v-j-uber-prof-job232.txt").read_text()
 REAL_X = (DATA / "stats-x-uber-prof-job232.txt").read_text()
-
-
-@pytest.fixture(autouse=True)
-def _no_sampler_outlives_its_test(tmp_path):
-    yield
-    for pid_file in tmp_path.glob("state/*/*/" + sampler.PID):
-        if sampler.alive(str(pid_file.parent)):
-            sampler.stop(str(pid_file.parent), timeout_s=1)
 
 
 # ------------------------------------------------------------------ parser: real recorded output
@@ -135,11 +128,7 @@ esac
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {"SK_STATE_DIR": str(tmp_path / "state"), "SK_SPOOL": str(tmp_path / "spool"),
-           "SK_SAMPLE_INTERVAL": "0.05", "SK_METRIC_SOURCE": "dcgm", "SLURM_JOB_ID": "4242",
-           "SLURMD_NODENAME": "gpu07", "SLURM_CLUSTER_NAME": "testc", "SLURM_JOB_GPUS": "0",
-           "SLURM_JOB_RESTART_COUNT": "0"}
-    return {**env, **extra}
+    return {**sampler_env(tmp_path, SK_METRIC_SOURCE="dcgm", SLURM_JOB_GPUS="0"), **extra}
 
 
 @pytest.fixture
@@ -157,10 +146,6 @@ def _wait_meta(d: Path) -> dict:
             return meta or {"error": err}
         time.sleep(0.02)
     raise AssertionError("the sampler wrote neither meta.json nor sampler.err")
-
-
-def _spooled(tmp_path: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((tmp_path / "spool").glob("gpus-*.json"))]
 
 
 def test_fake_dcgmi_prolog_starts_the_recording_and_epilog_reports_it(tmp_path, fake_path):
