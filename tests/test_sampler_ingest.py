@@ -99,6 +99,27 @@ def test_fewer_samples_never_replace_more(tmp_path):
     assert gpu_rows(store, 14)[0][4:] == (31, "simulated", "sampler-died")
 
 
+def test_metrics_without_a_sample_count_are_never_replaced_by_a_copy_without_metrics(tmp_path):
+    # A DCGM summary has numbers but no sample count; a later flagged copy (no numbers, 0 samples) must not win.
+    sp, store = tmp_path / "spool", open_store(str(tmp_path / "a.db"))
+    dcgm = gpus_rec(15, "gpu01", [0], samples=0)
+    dcgm["source"], dcgm["gpus"][0]["samples"] = "dcgm", None
+    put(sp, "gpus-a", dcgm)
+    ingest(store, sp)
+    flagged = gpus_rec(15, "gpu01", [0], samples=0, flags=["source-unavailable"])
+    flagged["gpus"][0].update(util_mean=None, util_max=None, idle_fraction=None)
+    put(sp, "gpus-b", flagged)
+    ingest(store, sp)
+    assert gpu_rows(store, 15) == [("gpu01", 0, "SIMULATED-gpu01-0", 50.0, None, "dcgm", None)]
+    # ...while a copy with numbers does replace one without them
+    put(sp, "gpus-c", flagged)
+    store.execute("DELETE FROM job_gpus WHERE job_id = 15")
+    ingest(store, sp)
+    put(sp, "gpus-d", dcgm)
+    ingest(store, sp)
+    assert gpu_rows(store, 15)[0][3:6] == (50.0, None, "dcgm")
+
+
 def test_requeued_runs_keep_their_own_gpu_rows(tmp_path):
     sp, store = tmp_path / "spool", open_store(str(tmp_path / "a.db"))
     put(sp, "gpus-r0", gpus_rec(15, "gpu01", [0], run=0))

@@ -1,8 +1,9 @@
 """Node GPU summaries ("gpus" records) -> job_gpus rows, upserted on (cluster, job_id, run, node, gpu_index).
 
 job_gpus has no foreign key to jobs: a node summary may arrive before or after its job record (epilogs and the
-jobcomp hook race, reconcile adds jobs later) and is never dropped for it; reports join the two. A summary with
-fewer samples never replaces one with more (a re-delivered or flagged copy cannot erase measured numbers).
+jobcomp hook race, reconcile adds jobs later) and is never dropped for it; reports join the two. A summary without
+metrics never replaces one with them, nor one with fewer samples one with more (a re-delivered or flagged copy
+cannot erase measured numbers).
 Used by ingest (spool files) and by reconcile (AdminComment segments, slurmkit/accounting/admin_comment.py).
 """
 
@@ -41,7 +42,10 @@ def upsert_sql() -> str:
     updates = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS[len(KEY):])
     return (f"INSERT INTO job_gpus ({', '.join(COLUMNS)}) VALUES ({', '.join('?' for _ in COLUMNS)}) "
             f"ON CONFLICT ({', '.join(KEY)}) DO UPDATE SET {updates} "
-            "WHERE COALESCE(excluded.samples, 0) >= COALESCE(job_gpus.samples, 0)")
+            # measured numbers are never replaced by a copy without them (a flagged re-delivery, a DCGM row has no
+            # sample count); between two copies alike, the one with more samples wins
+            "WHERE (excluded.util_mean IS NOT NULL OR job_gpus.util_mean IS NULL) "
+            "AND (COALESCE(excluded.samples, 0) >= COALESCE(job_gpus.samples, 0) OR job_gpus.util_mean IS NULL)")
 
 
 def upsert(store: Store, recs: list[dict]) -> int:
