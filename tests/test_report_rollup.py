@@ -182,3 +182,31 @@ def test_rollup_on_postgresql(pg_schema_url):
                                      Scope()))
         rollup.rebuild(add_wide(s))
         assert assert_same_as_full_query(s) > 100
+
+
+def test_sk_admin_rebuild_rollup_repairs_a_store_written_by_hand(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = tmp_path / "s.db"
+    with wide_scenario(path) as s:
+        rollup.rebuild(s)
+        s.execute("UPDATE jobs SET gpus = 7 WHERE job_id = 3")  # hand SQL: no writer marked the day
+        w = parse_window("2026-10-01", "2026-12-01")
+        stale = run_aggregate(s, w, ["user"], "month", Scope())
+        assert not stale.equals(full_query(s, w, ["user"], "month", Scope()))  # the rollup cannot know
+        start_days = s.execute(f"SELECT COUNT(DISTINCT start_time / {D}) FROM jobs").fetchone()[0]
+    sk = str(Path(sys.executable).parent / "sk")
+    run = subprocess.run([sk, "admin", "rebuild-rollup", "--store", str(path), "--json"], capture_output=True,
+                         text=True)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["days_recomputed"] == start_days
+    with open_store(str(path)) as s:
+        assert_current(s)
+        assert assert_same_as_full_query(s) > 100
+    missing = subprocess.run([sk, "admin", "rebuild-rollup", "--store", str(tmp_path / "none.db")],
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and "there is no accounting store" in missing.stderr
+    assert not (tmp_path / "none.db").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 
@@ -232,3 +233,35 @@ def import_sacct_cmd(site_path, since, until, store_url, spool_dir, cluster, chu
     """
     _run_reconcile("import", site_path, since, until, store_url, spool_dir, cluster, chunk, dry_run, quiet,
                    timeout_s, as_json)
+
+
+@admin.command("rebuild-rollup")
+@site_option
+@store_option
+@timeout_option
+@json_option
+@handle_errors
+def rebuild_rollup_cmd(site_path: str | None, store_url: str | None, timeout_s: float, as_json: bool) -> None:
+    """Recompute the usage rollup that makes reports fast, from the job and GPU rows.
+
+    Ingest, reconcile and import-sacct keep the rollup up to date themselves; run this after rows were written
+    or deleted by hand (SQL), or to check a store: the reports then read exactly what the rows say. One
+    transaction; reports keep working meanwhile.
+
+    \b
+    Example:  sk admin rebuild-rollup --store /var/lib/slurmkit/accounting.db
+    """
+    from slurmkit.store import rollup
+    from slurmkit.store.db import is_postgres, open_store
+
+    _, store_url, group = _locations(site_path, "-", store_url)  # no spool involved
+    if not is_postgres(store_url) and not os.path.exists(store_url):
+        raise InputError(Problem(f"there is no accounting store at {store_url}", key="--store",
+                                 hint="name the store ingest writes (site accounting.store)"))
+    with _store_errors(store_url, "nothing was changed; run it again"), \
+            open_store(store_url, group=group, timeout_s=timeout_s) as store:
+        days = rollup.rebuild(store)
+    if as_json:
+        echo_json({"days_recomputed": days, "store": store_url})
+    else:
+        click.echo(f"rollup rebuilt: {days} days recomputed in {store_url}")
