@@ -248,3 +248,14 @@ def test_a_renumber_onto_a_number_held_by_another_run_changes_nothing_in_that_jo
     assert [c for c in res.changes if c.job_id == 119] == []
     assert any("job 119: sacct's run(s) [0]" in c and "left where they are" in c for c in res.conflicts)
     assert rows(store, 119) == before
+
+
+def test_runs_that_started_in_the_same_second_keep_their_own_rows():
+    # Seen on the devcluster: a job requeued at once starts its next run in the same second (sacct: 09:31:38 for
+    # both), so start times tie; each hook row must stay with the run whose number it has.
+    recs = [r for r in fetch(SINCE, UNTIL) if r["job_id"] == 119]
+    assert len(recs) == 3
+    recs[1]["start_time"] = recs[0]["start_time"]
+    hook = [{**r, "source": "jobcomp", "flags": None} for r in recs]
+    changes, conflicts, unchanged = reconcile.plan_job(hook, recs, "reconcile")
+    assert (changes, conflicts, unchanged) == ([], [], 3)

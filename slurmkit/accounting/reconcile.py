@@ -148,7 +148,10 @@ def plan_job(rows: list[dict], recs: list[dict], mode: str) -> tuple[list[Change
     claimed: dict[int, list[dict]] = {}
     matched: set[int] = set()
     for rec in recs:  # each row describes at most one run
-        claimed[rec["run"]] = [r for r in rows if id(r) not in matched and _same_run(r, rec)]
+        # Start times have 1 s resolution: a run requeued at once can start in the same second as the next one
+        # (seen on the devcluster). Such a tie goes to the run whose number the row already has.
+        claimed[rec["run"]] = [r for r in rows if id(r) not in matched and _same_run(r, rec)
+                               and not any(o is not rec and o["run"] == r["run"] and _same_run(r, o) for o in recs)]
         matched.update(id(r) for r in claimed[rec["run"]])
     decided: list[tuple[dict, dict, list[dict]]] = []  # (sacct run, row kept for it, duplicate rows)
     missing: list[dict] = []
