@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import asdict, dataclass
 
+from slurmkit.accounting.scontrol import parse_show_job
 from slurmkit.errors import BackendUnavailable, JobNotFound
 
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
@@ -45,20 +46,6 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess:
         raise BackendUnavailable(f"{argv[0]} did not answer within 60s") from exc
 
 
-def _kv(line: str) -> dict[str, str]:
-    """`scontrol show job -o` key=value pairs (values never contain ' Key=' but may contain spaces)."""
-    out: dict[str, str] = {}
-    key = None
-    for token in line.split(" "):
-        k, eq, v = token.partition("=")
-        if eq and k and k[0].isupper() and "/" not in k:
-            key = k
-            out[key] = v
-        elif key:
-            out[key] += " " + token
-    return out
-
-
 def from_scontrol(job_id: str) -> list[JobInfo]:
     proc = _run(["scontrol", "show", "job", "-o", job_id])
     if proc.returncode != 0:
@@ -67,7 +54,7 @@ def from_scontrol(job_id: str) -> list[JobInfo]:
         raise BackendUnavailable(proc.stderr.strip())
     jobs = []
     for line in proc.stdout.splitlines():
-        d = _kv(line)
+        d = parse_show_job(line)
         if not d:
             continue
         jid = d.get("JobId", job_id)
