@@ -185,7 +185,18 @@ command: [bash, -c, "date +%s.%N > second.txt"]
     assert float((tmp_path / "second.txt").read_text()) > float((tmp_path / "first.txt").read_text())
 
 
-def test_preempt_signal_requeues_once_with_restart_count(tmp_path, devcluster):
+def _wait_for_log(out: Path, text: str, timeout: float = 90) -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        if out.exists() and text in out.read_text():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{text!r} not in {out}: {out.read_text() if out.exists() else '(no file)'}")
+
+
+def test_preempt_signal_lets_the_step_checkpoint_then_requeues_once_with_restart_count(tmp_path, devcluster):
+    # The program takes 3 s to "checkpoint" after the signal; the requeue must wait for it (a CI run once saw the
+    # old template requeue at once and kill the step before its handler had printed anything).
     job = render_and_sbatch("""
 name: requeue
 launcher: srun
@@ -194,34 +205,46 @@ cpus_per_gpu: 1
 mem_per_gpu: 100M
 time: "00:05:00"
 preempt: {signal: USR1, grace: 60, requeue: true, max_restarts: 1}
-command: [bash, -c, 'trap "echo GOT_USR1 restart=$SLURM_RESTART_COUNT; exit 0" USR1;
+command: [bash, -c, 'trap "sleep 3; echo CHECKPOINT_SAVED restart=${SLURM_RESTART_COUNT:-0}; exit 0" USR1;
           echo START restart=${SLURM_RESTART_COUNT:-0}; for i in $(seq 300); do sleep 0.2; done']
 """, tmp_path)
     out = tmp_path / f"requeue-{job}.out"
-
-    def wait_for(text: str, timeout: float = 90) -> None:
-        end = time.time() + timeout
-        while time.time() < end:
-            if out.exists() and text in out.read_text():
-                return
-            time.sleep(0.5)
-        raise AssertionError(f"{text!r} not in {out}: {out.read_text() if out.exists() else '(no file)'}")
-
-    wait_for("START restart=0")
+    _wait_for_log(out, "START restart=0")
     time.sleep(1)
     subprocess.run(["scancel", "--batch", "--signal=USR1", str(job)], check=True)
-    wait_for("requeueing job")
-    # Slurm holds a requeued batch job back (its BeginTime is pushed into the future); make it eligible now.
-    for _ in range(60):
-        pending = subprocess.run(["squeue", "-h", "-j", str(job), "-o", "%T"], capture_output=True,
-                                 text=True).stdout.strip()
-        if pending == "PENDING":
-            subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
-            break
-        time.sleep(0.5)
-    wait_for("START restart=1", timeout=150)  # requeued: same job id, log appended (--open-mode=append)
+    _wait_for_log(out, "requeueing job")
+    # requeued: same job id, log appended (--open-mode=append); Slurm holds it back for cred_expire (devcluster: 10 s)
+    _wait_for_log(out, "START restart=1", timeout=150)
     text = out.read_text()
-    assert "GOT_USR1" in text and "requeueing job" in text  # the program got the signal, then the requeue
+    assert "CHECKPOINT_SAVED restart=0" in text
+    assert text.index("CHECKPOINT_SAVED restart=0") < text.index("requeueing job")  # checkpoint first, then requeue
     subprocess.run(["scancel", "--batch", "--signal=USR1", str(job)], check=True)
-    wait_for("restart limit (1) reached")
+    _wait_for_log(out, "restart limit (1) reached")
+    assert wait(job) == "COMPLETED"  # the step saved and exited 0; no third run
+    assert out.read_text().count("START restart=") == 2
+
+
+def test_preempt_requeues_a_step_that_outlives_its_grace(tmp_path, devcluster):
+    # A program that ignores the signal must not take the job down with it at the time limit: the watchdog
+    # requeues grace - max(5, grace/10) seconds after the signal (5 s for grace 10) while the step still runs.
+    job = render_and_sbatch("""
+name: stubborn
+launcher: srun
+gpus_per_node: 1
+cpus_per_gpu: 1
+mem_per_gpu: 100M
+time: "00:05:00"
+preempt: {signal: USR1, grace: 10, requeue: true, max_restarts: 1}
+command: [bash, -c, 'trap "echo IGNORED" USR1; echo START restart=${SLURM_RESTART_COUNT:-0};
+          for i in $(seq 600); do sleep 0.2; done']
+""", tmp_path)
+    out = tmp_path / f"stubborn-{job}.out"
+    _wait_for_log(out, "START restart=0")
+    time.sleep(1)
+    signalled = time.monotonic()
+    subprocess.run(["scancel", "--batch", "--signal=USR1", str(job)], check=True)
+    _wait_for_log(out, "IGNORED")
+    _wait_for_log(out, "requeueing job", timeout=30)
+    assert time.monotonic() - signalled >= 4.5  # the watchdog waited (5 s), it did not requeue at once
+    _wait_for_log(out, "START restart=1", timeout=150)
     subprocess.run(["scancel", str(job)])

@@ -112,17 +112,29 @@ sk_bind() {
 }
 export -f sk_topology sk_cpu_intersect sk_bind
 # Time limit / preemption: Slurm sends SIGUSR1 to this batch shell (not to a container) 300 s before
-# the end. Forward it to the job step so the program can checkpoint, then requeue the job (same job id,
-# logs appended) unless it has been restarted 5 times already (SLURM_RESTART_COUNT).
+# the end. Forward it to the job step so the program can checkpoint; once the step has ended (or 270 s
+# later, before Slurm's kill), requeue the job (same job id, logs appended) unless it has been restarted
+# 5 times already (SLURM_RESTART_COUNT). Requeueing at once would kill the checkpoint half-written.
 sk_step_pid=""
-sk_on_signal() {
-  echo "sk: SIGUSR1 received (restart ${SLURM_RESTART_COUNT:-0}); forwarding to the job step" >&2
-  [[ -n $sk_step_pid ]] && kill -USR1 "$sk_step_pid" 2> /dev/null
+sk_requeue_wanted=0
+sk_watchdog_pid=""
+sk_requeue() {
   if (( ${SLURM_RESTART_COUNT:-0} < 5 )); then
     echo "sk: requeueing job $SLURM_JOB_ID" >&2
-    scontrol requeue "$SLURM_JOB_ID"
+    scontrol requeue "$SLURM_JOB_ID" || echo "sk: scontrol requeue $SLURM_JOB_ID failed" >&2
   else
     echo "sk: restart limit (5) reached; not requeueing" >&2
+  fi
+}
+sk_on_signal() {
+  echo "sk: SIGUSR1 received (restart ${SLURM_RESTART_COUNT:-0}); forwarding to the job step" >&2
+  if [[ -n $sk_step_pid ]] && kill -USR1 "$sk_step_pid" 2> /dev/null; then
+    if (( sk_requeue_wanted )); then return 0; fi  # a second signal: the watchdog is already set
+    sk_requeue_wanted=1
+    ( sleep 270; sk_requeue ) &
+    sk_watchdog_pid=$!
+  else
+    sk_requeue  # no step running: nothing to wait for
   fi
 }
 trap sk_on_signal USR1
@@ -134,6 +146,11 @@ sk_run() {  # run the step in the background so the trap can run, and wait until
     wait "$sk_step_pid" && rc=0 || rc=$?
     kill -0 "$sk_step_pid" 2> /dev/null || break
   done
+  sk_step_pid=""
+  if (( sk_requeue_wanted )); then
+    kill "$sk_watchdog_pid" 2> /dev/null || true  # it may have fired already
+    sk_requeue
+  fi
   return "$rc"
 }
 # Recipe A: one task per GPU (4 per node, 16 CPUs each); every rank sees all of the job's GPUs on its node (no per-task GPU binding).
