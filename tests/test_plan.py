@@ -46,6 +46,18 @@ def test_torchrun_recipe_is_one_task_per_node_with_all_cpus_of_its_gpus():
     assert plan.sbatch["cpus-per-task"] == "128"
 
 
+@pytest.mark.parametrize(("signal", "wrapped"), [("USR1", True), ("USR2", True), ("TERM", False)])
+def test_torchrun_agent_ignores_a_user_preempt_signal_but_keeps_its_own_term_handler(signal, wrapped):
+    # srun signals every process of the step; torchrun handles TERM itself but dies of USR1/USR2 (default action).
+    from slurmkit.render import render
+    script = render(plan_for(f"name: t\nlauncher: torchrun\npreempt: {{signal: {signal}}}\ncommand: [train.py]\n"))
+    step = next(line for line in script.splitlines() if line.startswith("sk_run srun "))
+    assert (f"bash -c 'trap \"\" {signal}; exec \"$@\"' sk_agent torchrun " in step) is wrapped
+    assert "torchrun --nnodes" in step
+    plain = render(plan_for("name: t\nlauncher: torchrun\ncommand: [train.py]\n"))
+    assert "sk_agent" not in plain and "trap" not in plain
+
+
 def test_mpi_recipe_uses_site_mpi_plugin():
     plan = plan_for("name: t\nlauncher: mpi\ncommand: [osu]\n")
     assert plan.recipe == "C" and "--mpi=pmix" in plan.srun

@@ -2,7 +2,7 @@
 
 One batch of jobs (submitted together, so the module takes as long as its slowest job, the time-out, ~1.5 min):
 2-node, 3-task array, failed, cancelled while running, timed out, requeued (by itself, once; the devcluster's
-cred_expire=10 holds its next run back 10 s, where Slurm's default is 2 min). Slurm's jobcomp
+cred_expire=30 holds its next run back 30 s, where Slurm's default is 2 min). Slurm's jobcomp
 hook (contrib/slurm/sk-hook, as installed by contrib/devcluster/up) spools them, `sk admin ingest` stores them;
 every run must match what sacct reports for it, and reconcile/import-sacct must agree with the hook.
 """

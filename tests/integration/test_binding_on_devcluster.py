@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -213,7 +214,7 @@ command: [bash, -c, 'trap "sleep 3; echo CHECKPOINT_SAVED restart=${SLURM_RESTAR
     time.sleep(1)
     subprocess.run(["scancel", "--batch", "--signal=USR1", str(job)], check=True)
     _wait_for_log(out, "requeueing job")
-    # requeued: same job id, log appended (--open-mode=append); Slurm holds it back for cred_expire (devcluster: 10 s)
+    # requeued: same job id, log appended (--open-mode=append); Slurm holds it back for cred_expire (devcluster: 30 s)
     _wait_for_log(out, "START restart=1", timeout=150)
     text = out.read_text()
     assert "CHECKPOINT_SAVED restart=0" in text
@@ -248,3 +249,45 @@ command: [bash, -c, 'trap "echo IGNORED" USR1; echo START restart=${SLURM_RESTAR
     assert time.monotonic() - signalled >= 4.5  # the watchdog waited (5 s), it did not requeue at once
     _wait_for_log(out, "START restart=1", timeout=150)
     subprocess.run(["scancel", str(job)])
+
+
+RANK_THAT_CHECKPOINTS = r"""
+import os, signal, sys, time
+rank, restart = os.environ["RANK"], os.environ.get("SLURM_RESTART_COUNT", "0")
+def save(signum, frame):
+    time.sleep(3)
+    print(f"CHECKPOINT_SAVED rank={rank} restart={restart}", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGUSR1, save)
+print(f"START rank={rank} restart={restart}", flush=True)
+for _ in range(1500):
+    time.sleep(0.2)
+"""
+
+
+def test_preempt_under_torchrun_keeps_the_agent_alive_while_every_rank_checkpoints(tmp_path, devcluster):
+    # srun signals every process of the step, torchrun's agent included, and the agent does not handle USR1
+    # (tests/integration/bin/torchrun stands in for it: no PyTorch here). Unless the agent ignores the signal it dies
+    # at once: the step fails ("task 0: User defined signal 1") though every rank saved and exited 0, and the ranks
+    # are orphans that live on only until Slurm cleans up the step.
+    (tmp_path / "rank.py").write_text(RANK_THAT_CHECKPOINTS)
+    bindir = Path(__file__).parent / "bin"
+    job = render_and_sbatch(f"""
+name: tr
+launcher: torchrun
+gpus_per_node: 2
+cpus_per_gpu: 1
+mem_per_gpu: 100M
+time: "00:05:00"
+env: {{PATH: "{bindir}:{Path(sys.executable).parent}:/usr/bin:/bin"}}
+preempt: {{signal: USR1, grace: 60, requeue: true, max_restarts: 0}}
+command: [{tmp_path / "rank.py"}]
+""", tmp_path)
+    out = tmp_path / f"tr-{job}.out"
+    _wait_for_log(out, "START rank=1 restart=0")
+    _wait_for_log(out, "START rank=0 restart=0")
+    subprocess.run(["scancel", "--batch", "--signal=USR1", str(job)], check=True)
+    assert wait(job) == "COMPLETED"  # the agent waited for its ranks, which saved and exited 0
+    text = out.read_text()
+    assert "CHECKPOINT_SAVED rank=0 restart=0" in text and "CHECKPOINT_SAVED rank=1 restart=0" in text, text
+    assert "User defined signal" not in text and "restart limit (0) reached" in text, text
