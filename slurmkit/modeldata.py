@@ -99,6 +99,14 @@ def _nth(it, n):
             return
 
 
+class PreemptMixin:
+    @property
+    def requeue_after(self) -> int:
+        """Seconds after the signal at which a step still running is requeued anyway: before Slurm's kill at the
+        time limit (grace s after the signal), with a margin for the requeue itself."""
+        return self.grace - max(5, self.grace // 10)
+
+
 class JobSpecMixin:
     @property
     def argv(self) -> list[str]:
@@ -143,12 +151,16 @@ class ArraySpecData(ArraySpecMixin, Plain):
     pass
 
 
+class PreemptData(PreemptMixin, Plain):
+    pass
+
+
 class JobSpecData(JobSpecMixin, Plain):
     pass
 
 
 _COPY_FOR = {GPUMixin: GPUData, NodeTypeMixin: NodeTypeData, PartitionMixin: PartitionData, SiteMixin: SiteData,
-             ArraySpecMixin: ArraySpecData, JobSpecMixin: JobSpecData}
+             ArraySpecMixin: ArraySpecData, PreemptMixin: PreemptData, JobSpecMixin: JobSpecData}
 
 
 def plain_copy(value: Any) -> Any:

@@ -165,8 +165,7 @@ def render(plan: Plan) -> str:
         "array": _array_context(plan), "bind": bind,
         "srun": [q(o) for o in plan.srun], "command": _command_words(plan, params),
         "run": Shell("sk_run ") if plan.spec.preempt else Shell(""),
-        # requeue anyway this long after the signal, so a step that outlives its grace still comes back
-        "watchdog": plan.spec.preempt.grace - max(5, plan.spec.preempt.grace // 10) if plan.spec.preempt else None,
+        "watchdog": plan.spec.preempt.requeue_after if plan.spec.preempt else None,
     }
     try:
         return environment(site_dir).get_template(MAIN_TEMPLATE).render(ctx)

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from slurmkit.errors import Problem, SpecError
-from slurmkit.modeldata import ArraySpecMixin, JobSpecMixin
+from slurmkit.modeldata import ArraySpecMixin, JobSpecMixin, PreemptMixin
 from slurmkit.models import Strict, validate
 from slurmkit.units import parse_mem_mib, parse_time_minutes
 from slurmkit.yamlsrc import Source, load, loads
@@ -60,7 +60,7 @@ class NcclSpec(Strict):
                                      description="NCCL_* names your NCCL build has but the lint does not know")
 
 
-class Preempt(Strict):
+class Preempt(PreemptMixin, Strict):
     """Time-limit/preemption handling: Slurm signals the batch shell `grace` seconds before the end."""
 
     signal: Literal["USR1", "USR2", "TERM", "INT"] = "USR1"

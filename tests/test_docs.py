@@ -7,6 +7,8 @@ console errors. Each site's guide is built once per test module (builds are CPU-
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -314,3 +316,40 @@ def test_project_docs_name_only_modules_that_exist():
             if not (ROOT / path.rstrip("/")).exists():
                 missing.append(f"{md.name}: {path}")
     assert missing == []
+
+
+@pytest.mark.parametrize("site", SITES)
+def test_long_jobs_page_shows_the_end_of_what_sk_render_prints_for_its_spec(guides, site, tmp_path):
+    page = parse(guides[site] / "site" / "long-jobs.html")
+    [spec] = [t for owner, t in page.blocks if owner.get("class", "").startswith("sk-longjob-spec")]
+    [part] = [t for owner, t in page.blocks if owner.get("class", "") == "sk-longjob"]
+    (tmp_path / "train.yaml").write_text(spec)
+    real = sk("render", "train.yaml", "--site", str(ROOT / "site_config" / f"{site}.yaml"), cwd=tmp_path)
+    assert real.returncode == 0, real.stderr
+    assert real.stdout.endswith(part) and part.startswith("# Time limit / preemption")
+    assert "trap sk_on_signal USR1" in part and "sk_agent torchrun" in part
+
+
+def test_checkpoint_handler_on_the_long_jobs_page_saves_on_the_signal_and_resumes(guides, tmp_path):
+    page = parse(guides["devcluster"] / "site" / "long-jobs.html")
+    [handler] = [t for owner, t in page.blocks if owner.get("class", "") == "sk-handler"]
+    (tmp_path / "train.py").write_text(handler)
+
+    def run_until_signalled(restart: str) -> str:
+        env = {**os.environ, "SLURM_RESTART_COUNT": restart}
+        proc = subprocess.Popen([sys.executable, "train.py"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                text=True)
+        first = proc.stdout.readline()
+        proc.send_signal(signal.SIGUSR1)
+        rest, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0
+        return first + rest
+
+    out = run_until_signalled("0")
+    assert out.startswith("starting at step 0 (restart 0)")
+    saved = json.loads((tmp_path / "checkpoint.json").read_text())["step"]
+    assert f"saved at step {saved}" in out and 0 < saved < 10_000
+    assert not (tmp_path / "checkpoint.json.tmp").exists()
+    again = run_until_signalled("1")
+    assert again.startswith(f"starting at step {saved} (restart 1)")  # resumed where it stopped
+    assert json.loads((tmp_path / "checkpoint.json").read_text())["step"] > saved

@@ -98,8 +98,8 @@ def command_help(path: list[str]) -> str:
     return cmd.get_help(ctx)
 
 
-def _quickstart(site: Site) -> tuple[str, str]:
-    """A train.yaml that fits this site's default partition, and the #SBATCH lines it renders to."""
+def _train_spec(site: Site, extra: str = "") -> tuple[str, str, str]:
+    """A train.yaml (plus `extra` keys) that fits this site's default partition: (partition, text, script)."""
     from slurmkit.plan import make_plan
     from slurmkit.render import render
     from slurmkit.spec import spec_from_source
@@ -109,11 +109,34 @@ def _quickstart(site: Site) -> tuple[str, str]:
     part, nt = site.partitions[pname], site.node_type_of(pname)
     nodes = 2 if min(part.max_nodes or part.nodes, part.nodes) >= 2 else 1
     text = (f"name: train\nlauncher: torchrun\nnodes: {nodes}\ngpus_per_node: {nt.gpu.count}\n"
-            f'time: "{part.default_time}"\ncommand: [train.py, --epochs, "10"]\n')
+            f'time: "{part.default_time}"\ncommand: [train.py, --epochs, "10"]\n{extra}')
     src = loads(text, "train.yaml")
-    script = render(make_plan(spec_from_source(src), site, src))
+    return pname, text, render(make_plan(spec_from_source(src), site, src))
+
+
+def _quickstart(site: Site) -> tuple[str, str]:
+    """A train.yaml that fits this site's default partition, and the #SBATCH lines it renders to."""
+    _, text, script = _train_spec(site)
     header = "".join(line + "\n" for line in script.splitlines() if line.startswith(("#!", "#SBATCH")))
     return text, header
+
+
+LONG_JOB_PREEMPT = {"signal": "USR1", "grace": 300, "requeue": True, "max_restarts": 5}
+HANDLER = Path(__file__).resolve().parent / "snippets" / "checkpoint_handler.py"
+
+
+def _long_jobs(site: Site) -> dict[str, Any]:
+    """The long-jobs page: a train.yaml with `preempt:`, and its script from the trap to the end (the step)."""
+    from slurmkit.spec import Preempt
+
+    pre = Preempt(**LONG_JOB_PREEMPT)
+    pname, text, script = _train_spec(site, "preempt: {" + ", ".join(
+        f"{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in LONG_JOB_PREEMPT.items()) + "}\n")
+    lines = script.splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if line.startswith("# Time limit / preemption"))
+    return {"spec_text": text, "script_part": "".join(lines[first:]), "preempt": pre,
+            "watchdog": pre.requeue_after, "launcher": "torchrun",
+            "part_name": pname, "part": site.partitions[pname], "handler": HANDLER.read_text(encoding="utf-8")}
 
 
 def _nav(site: Site, examples: list[ex_mod.Example]) -> list[Any]:
@@ -126,6 +149,7 @@ def _nav(site: Site, examples: list[ex_mod.Example]) -> list[Any]:
                              *[{e.name: f"examples/{e.name}.md"} for e in examples if e.script is not None]]},
         {"Why these settings": [item for name in site.node_types for item in (
             {f"{name}: binding": f"why/{name}-binding.md"}, {f"{name}: NCCL": f"why/{name}-nccl.md"})]},
+        {"Long jobs: checkpoint and requeue": "long-jobs.md"},
         {"Troubleshooting": "troubleshooting.md"},
         {"For admins": [{"Installing the hooks": "admin/hooks.md"}, {"Reports": "admin/reports.md"}]},
     ]
@@ -200,6 +224,7 @@ def build_guide(site_path: str | Path, out_dir: str | Path, html: bool = True,
     page("quickstart.md.j2", "quickstart.md", spec_text=qs_spec, header=qs_header)
     page("job-spec.md.j2", "job-spec.md",
          models=schema.model_docs(JobSpec, schema.spec_examples(files, JobSpec), title="Top-level keys"))
+    page("long-jobs.md.j2", "long-jobs.md", **_long_jobs(site))
     page("commands.md.j2", "commands.md", helps=[(" ".join(p), command_help(p)) for p in USER_COMMANDS])
     for e in examples:
         if e.script is None:
