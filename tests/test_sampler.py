@@ -164,6 +164,62 @@ def test_crashed_sampler_still_gives_a_flagged_summary(tmp_path):
     assert rec["gpus"][0]["util_mean"] is not None
 
 
+def _age_before_boot(d: Path) -> float:
+    """Give a run directory the times a reboot leaves behind: last written before this host booted."""
+    t = sampler.boot_time() - 600
+    for p in [*d.iterdir(), d]:
+        os.utime(p, (t, t))
+    return t
+
+
+def test_prolog_delivers_what_a_job_that_died_with_the_node_had_sampled(tmp_path):
+    # Job 4242 ran, its node lost power (sampler gone, no epilog); after the reboot job 77 starts on the node.
+    hooks.prolog(_env(tmp_path))
+    dead = tmp_path / "state" / "gpu07" / "testc-4242-0"
+    _wait_lines(dead, 2)
+    os.kill(int((dead / sampler.PID).read_text().split()[0]), signal.SIGKILL)
+    while sampler.alive(str(dead)):
+        time.sleep(0.01)
+    n = len(sampler.read_state(str(dead))[1])
+    last = _age_before_boot(dead)
+    hooks.prolog(_env(tmp_path, SLURM_JOB_ID="4300", SLURM_JOB_GPUS="2"))  # a job of this boot: left alone
+    live = tmp_path / "state" / "gpu07" / "testc-4300-0"
+    assert sampler.alive(str(live))
+    [rec] = _spooled(tmp_path)  # delivered by job 4300's prolog, before any epilog
+    assert (rec["job_id"], rec["run"], rec["node"], rec["flags"]) == (4242, 0, "gpu07", "node-rebooted")
+    assert [g["index"] for g in rec["gpus"]] == [1, 6] and [g["samples"] for g in rec["gpus"]] == [n, n] and n >= 2
+    assert rec["ended"] == round(last, 3)  # when the node stopped writing, not when the sweep ran
+    assert not dead.exists() and list((tmp_path / "state" / "gpu07").iterdir()) == [live]
+    hooks.prolog(_env(tmp_path, SLURM_JOB_ID="4301", SLURM_JOB_GPUS="3"))
+    assert len(_spooled(tmp_path)) == 1  # swept once, never delivered twice
+    hooks.epilog(_env(tmp_path, SLURM_JOB_ID="4300", SLURM_JOB_GPUS="2"))
+    assert sorted((r["job_id"], r["flags"]) for r in _spooled(tmp_path)) == [(4242, "node-rebooted"), (4300, None)]
+
+
+def test_an_orphan_is_claimed_by_one_prolog_only(tmp_path):
+    cfg = sampler.NodeConfig.from_env(_env(tmp_path))
+    d = tmp_path / "state" / "gpu07" / "other-cluster-9-2"
+    d.mkdir(parents=True)
+    (d / sampler.SAMPLES).write_text("")
+    _age_before_boot(d)
+    booted = sampler.boot_time()
+    first, second = sampler.claim_orphans(cfg, "gpu07", booted), sampler.claim_orphans(cfg, "gpu07", booted)
+    assert [name for _, name, _ in first] == ["other-cluster-9-2"] and second == []
+    assert sampler.parse_run_name("other-cluster-9-2") == ("other-cluster", 9, 2)
+
+
+def test_a_directory_whose_sampler_runs_is_never_taken_for_an_orphan(tmp_path):
+    # A clock stepped forward moves /proc/stat's btime past a running job's last write; its live sampler says no.
+    env = _env(tmp_path, SK_SAMPLE_INTERVAL="600")  # one reading, then quiet: the aged times stay aged
+    hooks.prolog(env)
+    d = tmp_path / "state" / "gpu07" / "testc-4242-0"
+    _wait_lines(d, 1)
+    _age_before_boot(d)
+    assert sampler.alive(str(d))
+    assert sampler.claim_orphans(sampler.NodeConfig.from_env(env), "gpu07", sampler.boot_time()) == []
+    assert d.is_dir() and _spooled(tmp_path) == []
+
+
 def test_epilog_without_sampler_records_the_allocation_flagged(tmp_path):
     hooks.epilog(_env(tmp_path))
     [rec] = _spooled(tmp_path)

@@ -71,11 +71,14 @@ def summarize(meta: dict, lines: list[dict], idle_pct: float = IDLE_UTIL_PCT) ->
 
 
 def node_record(*, cluster: str, job_id: int, run: int, node: str, source: str, interval_s: float,
-                gpus: list[dict], flags: list[str], started: float | None = None, note: str | None = None) -> dict:
-    """The node summary record delivered by the epilog (spool file or AdminComment segment)."""
+                gpus: list[dict], flags: list[str], started: float | None = None, note: str | None = None,
+                ended: float | None = None) -> dict:
+    """The node summary record delivered by the epilog (spool file or AdminComment segment); `ended` defaults to
+    now (the epilog runs as the job ends)."""
     return {"kind": KIND, "version": GPUS_VERSION, "cluster": cluster, "job_id": job_id, "run": run,
             "node": node, "source": source, "interval_s": interval_s, "idle_threshold_pct": IDLE_UTIL_PCT,
-            "started": _r(started), "ended": round(time.time(), 3), "flags": ",".join(flags) or None,
+            "started": _r(started), "ended": round(time.time() if ended is None else ended, 3),
+            "flags": ",".join(flags) or None,
             "note": note, "gpus": [{k: g.get(k) for k in GPU_FIELDS} for g in gpus]}
 
 

@@ -142,14 +142,36 @@ def prolog(env: dict[str, str]) -> int:
         cfg, job = got
         if not sampler.alive(sampler.job_dir(cfg, job)):
             sampler.start_detached(cfg, job)
+    if got:
+        sweep_orphans(got[0], got[1].node)
     return 0
+
+
+def sweep_orphans(cfg, node: str) -> int:
+    """Deliver what jobs that died with the node had sampled: their run directories predate this boot and no
+    epilog will come for them. Flagged `node-rebooted`; the job's own record comes from the controller (jobcomp,
+    or sk admin reconcile). Returns how many were delivered. A few stat calls when there are none."""
+    from slurmkit.accounting import sampler
+
+    booted = sampler.boot_time()
+    if booted is None:
+        return 0
+    orphans = sampler.claim_orphans(cfg, node, booted)
+    for path, name, last in orphans:
+        try:
+            cluster, job_id, run = sampler.parse_run_name(name)
+        except ValueError:
+            print(f"sk hook prolog: {path}: not a run directory (<cluster>-<job>-<run>); left as it is",
+                  file=sys.stderr)
+            continue
+        _deliver_dir(cfg, path, cluster=cluster, job_id=job_id, run=run, node=node, gpus=[], stopped=None,
+                     flags=["node-rebooted"], ended=last)
+    return len(orphans)
 
 
 def epilog(env: dict[str, str]) -> int:
     """Stop the job's sampler, summarize per GPU and deliver the node record; flagged records when the sampler
     is missing, crashed or had no source, so an allocated GPU is never silently absent."""
-    import shutil
-
     from slurmkit.accounting import gpusummary, sampler, transport
 
     got = _node_job("epilog", env)
@@ -165,30 +187,42 @@ def epilog(env: dict[str, str]) -> int:
                                      gpus=gpusummary.empty_gpus(job.gpus), flags=["no-sampler"])
         transport.deliver(cfg, rec)
     for d in dirs:
-        flags = []
-        stopped = sampler.stop(d)
-        meta, lines, error = sampler.read_state(d)
-        if error:
-            flags.append("source-unavailable")
-        elif stopped:
-            flags.append(stopped)
-        if meta and "recording" in meta:  # a summary source (DCGM): the host engine kept the numbers
-            gpus, more, error = _finish_recording(meta)
-            flags += more
-            source, interval = meta["source"], meta["interval_s"]
-        else:
-            if not lines:
-                flags.append("no-samples")
-            if meta:
-                gpus, source, interval = gpusummary.summarize(meta, lines), meta["source"], meta["interval_s"]
-            else:
-                gpus, source, interval = gpusummary.empty_gpus(job.gpus), configured, cfg.interval_s
-        rec = gpusummary.node_record(cluster=job.cluster, job_id=job.job_id, run=sampler.run_of(d), node=job.node,
-                                     source=source, interval_s=interval, gpus=gpus, flags=flags,
-                                     started=(meta or {}).get("started"), note=error)
-        transport.deliver(cfg, rec)
-        shutil.rmtree(d, ignore_errors=True)
+        _deliver_dir(cfg, d, cluster=job.cluster, job_id=job.job_id, run=sampler.run_of(d), node=job.node,
+                     gpus=job.gpus, stopped=sampler.stop(d))
     return 0
+
+
+def _deliver_dir(cfg, d: str, *, cluster: str, job_id: int, run: int, node: str, gpus: list[int],
+                 stopped: str | None, flags: tuple[str, ...] | list[str] = (), ended: float | None = None) -> None:
+    """Summarize one run directory per GPU, deliver the node record and remove the directory. `gpus`: the
+    allocation, for a directory without meta.json; `stopped`: sampler.stop's flag."""
+    import shutil
+
+    from slurmkit.accounting import gpusummary, sampler, transport
+
+    configured = "nvml" if cfg.source == "auto" else cfg.source
+    flags = list(flags)
+    meta, lines, error = sampler.read_state(d)
+    if error:
+        flags.append("source-unavailable")
+    elif stopped:
+        flags.append(stopped)
+    if meta and "recording" in meta:  # a summary source (DCGM): the host engine kept the numbers
+        summary, more, error = _finish_recording(meta)
+        flags += more
+        source, interval = meta["source"], meta["interval_s"]
+    else:
+        if not lines:
+            flags.append("no-samples")
+        if meta:
+            summary, source, interval = gpusummary.summarize(meta, lines), meta["source"], meta["interval_s"]
+        else:
+            summary, source, interval = gpusummary.empty_gpus(gpus), configured, cfg.interval_s
+    rec = gpusummary.node_record(cluster=cluster, job_id=job_id, run=run, node=node, source=source,
+                                 interval_s=interval, gpus=summary, flags=flags, started=(meta or {}).get("started"),
+                                 note=error, ended=ended)
+    transport.deliver(cfg, rec)
+    shutil.rmtree(d, ignore_errors=True)
 
 
 def _finish_recording(meta: dict) -> tuple[list[dict], list[str], str | None]:

@@ -9,7 +9,8 @@ writing, and the epilog summarizes whatever is on disk.
 State (node-local), one directory per job run and node, so two slurmd on one host never share it:
 ``$SK_STATE_DIR/<SLURMD_NODENAME>/<cluster>-<job id>-<run>/`` with ``sampler.pid`` ("pid starttime", so a
 recycled pid is never signalled), ``meta.json`` (the GPUs as resolved), ``samples.jsonl``, ``sampler.err`` (why
-no source could be opened) and ``sampler.log`` (the sampler's own stderr).
+no source could be opened) and ``sampler.log`` (the sampler's own stderr). A directory last written before the
+host booted belongs to a job that died with the node; the next prolog claims and delivers it (claim_orphans).
 
 Configuration comes from the environment the hook wrapper exports (the hooks never read the YAML site config):
 SK_STATE_DIR, SK_SAMPLE_INTERVAL (accounting.sample_interval_s), SK_METRIC_SOURCE (accounting.metric_source),
@@ -308,6 +309,58 @@ def stop(d: str, timeout_s: float = 5.0) -> str | None:
         time.sleep(0.01)
     os.kill(pid, signal.SIGKILL)
     return "sampler-killed"
+
+
+def boot_time() -> float | None:
+    """When this host last booted (/proc/stat btime), or None where it cannot be read."""
+    try:
+        for line in _read("/proc/stat").splitlines():
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0  # gone meanwhile
+
+
+def _newest_write(d: str) -> float:
+    return max([os.stat(d).st_mtime, *(_mtime(os.path.join(d, name)) for name in os.listdir(d))])
+
+
+def claim_orphans(cfg: NodeConfig, node: str, booted: float) -> list[tuple[str, str, float]]:
+    """Run directories last written before this host booted: no job outlives a reboot, so their jobs died with
+    the node and no epilog will come for them. Each is claimed by renaming it to a dot name (two prologs starting
+    at once cannot both take it); one whose sampler still runs is never taken. Returns (claimed path, original
+    name, time of the last write)."""
+    d = node_dir(cfg, node)
+    try:
+        names = [n for n in os.listdir(d) if not n.startswith(".")]
+    except OSError:
+        return []
+    claimed = []
+    for name in names:
+        path = os.path.join(d, name)
+        try:
+            if not os.path.isdir(path) or (last := _newest_write(path)) >= booted or alive(path):
+                continue  # alive: a clock stepped forward moves btime, a live sampler proves the job runs
+            target = os.path.join(d, f".orphan-{name}")
+            os.rename(path, target)
+        except OSError:
+            continue  # gone meanwhile, or taken by another prolog
+        claimed.append((target, name, last))
+    return claimed
+
+
+def parse_run_name(name: str) -> tuple[str, int, int]:
+    """(cluster, job id, run) from a run directory's name `<cluster>-<job id>-<run>` (the cluster may hold '-')."""
+    cluster, job_id, run = name.rsplit("-", 2)
+    return cluster, int(job_id), int(run)
 
 
 def read_state(d: str) -> tuple[dict | None, list[dict], str | None]:

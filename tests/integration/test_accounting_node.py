@@ -193,3 +193,44 @@ def test_admin_comment_transport_survives_concurrent_node_epilogs(devcluster, tm
         assert store_gpus.upsert(store, admin_comment.parse_admin_comment(text)) == 3
         flags = {r[0] for r in store.execute("SELECT flags FROM job_gpus WHERE job_id = ?", (job,)).fetchall()}
     assert flags == {"no-sampler"}
+
+
+def test_samples_of_a_job_that_died_with_its_node_are_delivered_by_the_next_prolog(devcluster, outdir):
+    """A node lost power mid-job: its sampler is gone and no epilog came. After the reboot, the first job's real
+    Slurm prolog finds the run directory written before the boot and delivers its samples, flagged."""
+    state = devcluster / "state" / "sk-sampler"
+    dead_job = 900_000 + int(uuid.uuid4().hex[:5], 16) % 99_999  # no such job: only its node state exists
+    env = {**os.environ, "SK_STATE_DIR": str(state), "SK_SPOOL": str(outdir / "unused-spool"),
+           "SK_METRIC_SOURCE": "simulated", "SK_SAMPLE_INTERVAL": "0.2", "SLURMD_NODENAME": "gpu01",
+           "SLURM_CLUSTER_NAME": "devcluster", "SLURM_JOB_ID": str(dead_job), "SLURM_JOB_GPUS": "7"}
+    subprocess.run([SK, "hook", "prolog"], env=env, check=True, timeout=60)
+    d = state / "gpu01" / f"devcluster-{dead_job}-0"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len((d / "samples.jsonl").read_text().splitlines()
+                                              if (d / "samples.jsonl").exists() else []) < 3:
+        time.sleep(0.1)
+    pid = int((d / "sampler.pid").read_text().split()[0])
+    os.kill(pid, signal.SIGKILL)  # the power cut
+    while Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]:
+        time.sleep(0.05)
+    written = len((d / "samples.jsonl").read_text().splitlines())
+    btime = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                 if line.startswith("btime "))
+    for p in [*d.iterdir(), d]:  # what a reboot leaves: every write before the boot
+        os.utime(p, (btime - 600, btime - 600))
+
+    job = _sbatch(["-w", "gpu01", "--gpus-per-node=a100:1"], PRINT, outdir / "next.out")
+    assert wait(job) == "COMPLETED"
+    deadline = time.monotonic() + 60
+    while True:
+        res = subprocess.run([SK, "admin", "ingest", "--site", DEVSITE], capture_output=True, text=True,
+                             timeout=120)
+        assert res.returncode == 0, res.stderr
+        with open_store(_store_path(devcluster), migrate=False) as store:
+            rows = store.execute("SELECT node, gpu_index, flags, samples FROM job_gpus WHERE cluster = "
+                                 "'devcluster' AND job_id = ?", (dead_job,)).fetchall()
+        if rows or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert [tuple(r) for r in rows] == [("gpu01", 7, "node-rebooted", written)] and written >= 3
+    assert not d.exists()
