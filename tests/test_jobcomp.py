@@ -66,6 +66,21 @@ def test_requeued_run_is_recorded_as_requeued_with_the_run_it_was():
     assert (rec["gpus"], rec["start_time"]) == (2, 1796284233)
 
 
+def test_requeued_run_whose_hook_sees_it_still_completing_is_not_uncertain():
+    # Job 350 (scontrol-show-job-requeued-completing.txt): the hook ran while the requeued run was COMPLETING, when
+    # scontrol still shows that run's SubmitTime but Restarts=1 already (a CI run flagged it run-uncertain).
+    run0 = env(JOBID="350", JOBSTATE="PENDING", SUBMIT="1796297010", START="1796297011", END="1796297011",
+               NODES="gpu01", NODECNT="1", PROCS="4")
+    completing = show("scontrol-show-job-requeued-completing.txt")
+    assert (completing["JobState"], completing["Restarts"]) == ("COMPLETING", "1")
+    rec = hooks.jobcomp_record(run0, completing)
+    assert (rec["state"], rec["run"], rec["flags"], rec["gpus"]) == ("REQUEUED", 0, None, 1)
+    # the same SubmitTime once the job has moved on (not COMPLETING): only the requeue time identifies the run
+    late = {**run0, "END": "1796297100"}
+    assert hooks.jobcomp_record(late, {**completing, "JobState": "PENDING"})["flags"] == "run-uncertain"
+    assert hooks.jobcomp_record(late, completing)["flags"] is None
+
+
 def test_final_run_after_a_requeue_is_the_next_run_so_the_two_never_share_a_key():
     first = hooks.jobcomp_record(REQUEUED_RUN0, show("scontrol-show-job-requeued-pending.txt"))
     final = hooks.jobcomp_record(FINAL_RUN1, show("scontrol-show-job-requeued-completed.txt"))

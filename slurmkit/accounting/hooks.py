@@ -40,10 +40,16 @@ def _slurm_time(epoch: int) -> set[str]:
 
 def _same_run(env: dict[str, str], show: dict[str, str], requeued: bool) -> bool:
     """Whether `scontrol show job` still describes the run this record is about. scontrol answers with the job's
-    *current* run: after a requeue its SubmitTime is the requeue time (= the end of the requeued run); when the
-    job was requeued again before this hook ran, neither matches and the run number is a guess."""
+    *current* run: after a requeue its SubmitTime is the requeue time (= the end of the requeued run), but while
+    the requeued run is still COMPLETING (its epilogs running) it shows that run's own SubmitTime with Restarts
+    already counted (seen on the devcluster under load). When the job was requeued again before this hook ran,
+    nothing matches and the run number is a guess."""
+    submit = show.get("SubmitTime", "")
     moment = _int(env.get("END") if requeued else env.get("SUBMIT"))
-    return moment is not None and show.get("SubmitTime", "") in _slurm_time(moment)
+    if moment is not None and submit in _slurm_time(moment):
+        return True
+    own = _int(env.get("SUBMIT"))
+    return requeued and own is not None and show.get("JobState") == "COMPLETING" and submit in _slurm_time(own)
 
 
 def jobcomp_record(env: dict[str, str], show: dict[str, str] | None) -> dict:
