@@ -15,7 +15,7 @@ from slurmkit.accounting import reconcile, spool
 from slurmkit.report import query
 from slurmkit.report.build import build
 from slurmkit.report.query import Scope, aggregate_sql, run_aggregate
-from slurmkit.report.window import parse_window
+from slurmkit.report.window import parse_window, periods
 from slurmkit.store import gpus as store_gpus
 from slurmkit.store import rollup
 from slurmkit.store.db import open_store
@@ -30,13 +30,13 @@ def rollup_rows(store) -> list[tuple]:
     return sorted((tuple(round(v, 6) if isinstance(v, float) else v for v in r) for r in rows), key=repr)
 
 
-def stale_days(store) -> int:
+def stale_buckets(store) -> int:
     return store.execute("SELECT COUNT(*) FROM rollup_buckets WHERE stale = 1").fetchone()[0]
 
 
 def assert_current(store) -> None:
-    """No stale day, and the rollup equals one recomputed from scratch out of jobs and job_gpus."""
-    assert stale_days(store) == 0
+    """No stale bucket, and the rollup equals one recomputed from scratch out of jobs and job_gpus."""
+    assert stale_buckets(store) == 0
     kept = rollup_rows(store)
     rollup.rebuild(store)
     assert kept == rollup_rows(store)
@@ -51,7 +51,9 @@ WINDOWS = [("2026-11-01", "2026-11-02", None, "UTC"), ("2026-10-01", "2026-12-01
            ("2026-10-15", "2026-12-01", "month", "Europe/Berlin"), ("2026-10-31T05:00", "2026-11-03T07:30", "week",
                                                                      "UTC"),
            ("2026-10-31T05:00", "2026-11-03T07:30", "day", "Asia/Kolkata"), ("2026-10-01", "2026-12-01", "month",
-                                                                              "UTC")]
+                                                                              "UTC"),
+           ("2026-10-01", "2026-12-01", "day", "Europe/Berlin"), ("2026-10-20", "2026-11-20", "week",
+                                                                  "America/New_York")]
 
 
 def assert_same_as_full_query(store) -> int:
@@ -88,7 +90,8 @@ def add_wide(s):
 def test_hand_computed_figures_through_the_rollup(tmp_path):
     with scenario(tmp_path / "s.db") as s:
         assert query._rollup_buckets(s, parse_window("2026-11-01", "2026-11-02"), 5.0) is None  # hand-written
-        assert rollup.rebuild(s) == 3  # runs start on three UTC days (Oct 31, Nov 1, Nov 2)
+        hours = s.execute("SELECT COUNT(DISTINCT start_time / 3600) FROM jobs").fetchone()[0]
+        assert rollup.rebuild(s) == hours  # every hour in which a run starts
         window = parse_window("2026-11-01", "2026-11-02")
         assert query._rollup_buckets(s, window, 5.0) is not None
         check_scenario_by_user(build("usage", s, window, ["user"], None, Scope()))
@@ -103,10 +106,29 @@ def test_rollup_path_equals_the_full_query(tmp_path):
 def test_stale_days_are_computed_run_by_run(tmp_path):
     with wide_scenario(tmp_path / "s.db") as s:
         rollup.rebuild(s)
-        s.execute("UPDATE rollup_buckets SET stale = 1 WHERE lo = ?", [T0])  # as a writer's mark() leaves it
-        # a change the rollup has not seen: reports must not use the stale day's rows
+        # as a writer's mark() leaves the buckets of job 3's start: its hour, day and month
+        s.execute("UPDATE rollup_buckets SET stale = 1 WHERE lo <= (SELECT start_time FROM jobs WHERE job_id = 3) "
+                  "AND hi > (SELECT start_time FROM jobs WHERE job_id = 3)")
+        assert stale_buckets(s) == 3
+        # a change the rollup has not seen: reports must not use the stale buckets' rows
         s.execute("UPDATE jobs SET gpus = 7 WHERE job_id = 3")
         assert assert_same_as_full_query(s) > 100
+
+
+def test_local_days_are_read_from_whole_hour_buckets_not_run_by_run(tmp_path):
+    # Europe/Berlin days (DST change on Oct 25 included) start at 22:00 or 23:00 UTC: no UTC day fits in one,
+    # but its hours do; no run that starts inside a period may be left to the run-by-run part.
+    with wide_scenario(tmp_path / "s.db") as s:
+        rollup.rebuild(s)
+        w = parse_window("2026-10-20", "2026-11-10", tz="Europe/Berlin")
+        cover, raw = query._rollup_plan(query._rollup_buckets(s, w, 5.0), periods(w, "day"))
+        assert cover and all(hi - lo == rollup.HOUR for _, lo, hi in cover)
+        run_by_run = sum(s.execute("SELECT COUNT(*) FROM jobs WHERE start_time >= ? AND start_time < ?",
+                                   [lo, hi]).fetchone()[0] for _, _, _, lo, hi, kind in raw if kind == 0)
+        assert run_by_run == 0
+        utc = parse_window("2026-10-01", "2026-12-01")
+        cover, _ = query._rollup_plan(query._rollup_buckets(s, utc, 5.0), periods(utc, "month"))
+        assert {hi - lo for _, lo, hi in cover} <= {28 * D, 30 * D, 31 * D}  # UTC months: month buckets
 
 
 def test_another_idle_threshold_is_not_read_from_the_rollup(tmp_path):
@@ -156,9 +178,9 @@ def test_gpus_upsert_marks_and_reports_stay_exact_until_refresh(tmp_path):
     sp, s = tmp_path / "spool", open_store(str(tmp_path / "a.db"))
     spool.write(sp, "j31", job_rec(31, T0 + H, T0 + 4 * H, user="carol"))
     assert ingest(s, sp).ingested == 1
-    assert stale_days(s) == 0
+    assert stale_buckets(s) == 0
     assert store_gpus.upsert(s, [gpus_rec(31, "gpu01", [0, 1])]) == 2  # reconcile's AdminComment path
-    assert stale_days(s) == 1
+    assert stale_buckets(s) == 3  # the hour job 31 starts in, its day and its month
     assert assert_same_as_full_query(s) > 0  # the stale day counted run by run: with the new metrics
     rollup.refresh(s)
     assert_current(s)
@@ -197,12 +219,12 @@ def test_sk_admin_rebuild_rollup_repairs_a_store_written_by_hand(tmp_path):
         w = parse_window("2026-10-01", "2026-12-01")
         stale = run_aggregate(s, w, ["user"], "month", Scope())
         assert not stale.equals(full_query(s, w, ["user"], "month", Scope()))  # the rollup cannot know
-        start_days = s.execute(f"SELECT COUNT(DISTINCT start_time / {D}) FROM jobs").fetchone()[0]
+        start_hours = s.execute(f"SELECT COUNT(DISTINCT start_time / {H}) FROM jobs").fetchone()[0]
     sk = str(Path(sys.executable).parent / "sk")
     run = subprocess.run([sk, "admin", "rebuild-rollup", "--store", str(path), "--json"], capture_output=True,
                          text=True)
     assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout)["days_recomputed"] == start_days
+    assert json.loads(run.stdout)["hours_recomputed"] == start_hours
     with open_store(str(path)) as s:
         assert_current(s)
         assert assert_same_as_full_query(s) > 100

@@ -260,8 +260,9 @@ def rebuild_rollup_cmd(site_path: str | None, store_url: str | None, timeout_s: 
                                  hint="name the store ingest writes (site accounting.store)"))
     with _store_errors(store_url, "nothing was changed; run it again"), \
             open_store(store_url, group=group, timeout_s=timeout_s) as store:
-        days = rollup.rebuild(store)
+        hours = rollup.rebuild(store)
     if as_json:
-        echo_json({"days_recomputed": days, "store": store_url})
+        echo_json({"hours_recomputed": hours, "store": store_url})
     else:
-        click.echo(f"rollup rebuilt: {days} days recomputed in {store_url}")
+        click.echo(f"rollup rebuilt: {hours} hours with job runs recomputed (and their days and months) in "
+                   f"{store_url}")

@@ -74,8 +74,11 @@ def derive(df):
     total = df["gpu_hours"].sum()
     df["share_pct"] = df["gpu_hours"] / total * 100 if total > 0 else np.nan
     df["grade"] = [grading.grade(v) for v in df["mean_util_pct"]]
-    df["sources"] = [", ".join(s for s in SOURCES if row[f"n_{s}"] > 0) or "-"
-                     for _, row in df[[f"n_{s}" for s in SOURCES]].iterrows()]
+    # Which sources each row's numbers came from, as a bit mask over SOURCES: one label per mask, not per row
+    # (iterrows took 10 s for a year of users x days).
+    masks = (df[[f"n_{s}" for s in SOURCES]].to_numpy(dtype=float) > 0) @ (1 << np.arange(len(SOURCES)))
+    labels = [", ".join(s for i, s in enumerate(SOURCES) if m >> i & 1) or "-" for m in range(1 << len(SOURCES))]
+    df["sources"] = [labels[m] for m in masks.tolist()]
     return df
 
 

@@ -10,7 +10,7 @@ Only aggregated rows (one per group x period) leave the database, so a report ov
   array tasks have their own job ids, a multi-node job is one row with ``gpus`` over all its nodes.
 
 Where the store keeps the usage rollup (slurmkit/store/rollup.py), rollup_sql gives the same figures from it:
-clean UTC days and months inside a period are summed from the rollup, the rest run by run (run_figures_sql,
+clean UTC hours, days and months inside a period are summed from the rollup, the rest run by run (run_figures_sql,
 the expressions the rollup itself is computed with). aggregate_sql stays for stores without it.
 """
 
@@ -248,50 +248,57 @@ def run_aggregate(store: Store, window: Window, keys: list[str], period: str | N
 
 @dataclass(frozen=True)
 class Buckets:
-    """The rollup buckets a window needs: UTC days {lo: (max_end, clean)} and months {lo: (hi, clean)}."""
+    """The rollup buckets a window needs: UTC hours {lo: (max_end, clean)}, days and months {lo: clean}."""
 
-    days: dict[int, tuple[int, bool]]
-    months: dict[int, tuple[int, bool]]
+    hours: dict[int, tuple[int, bool]]
+    days: dict[int, bool]
+    months: dict[int, bool]
 
 
 def _rollup_buckets(store: Store, window: Window, idle_pct: float) -> Buckets | None:
     """The store's rollup buckets around `window`; None where the store keeps no rollup (an older schema read
     without migrating, or a store whose rows were written without slurmkit's writers, e.g. --from-sacct's)."""
     from slurmkit.store.db import current_version
-    from slurmkit.store.rollup import DAY
+    from slurmkit.store.rollup import DAY, HOUR
 
-    if current_version(store) < 3:
+    if current_version(store) < 4:
         return None
     rows = store.execute("SELECT lo, hi, max_end, stale, idle_pct FROM rollup_buckets "
                          "WHERE lo < ? AND (hi > ? OR max_end > ?)",
                          [window.until, window.since, window.since]).fetchall()
     if not rows and store.execute("SELECT COUNT(*) FROM rollup_buckets").fetchone()[0] == 0:
         return None
-    days, months = {}, {}
+    hours, days, months = {}, {}, {}
     for lo, hi, max_end, stale, pct in rows:
         clean = stale == 0 and pct == idle_pct
-        if hi - lo == DAY:
-            days[lo] = (max_end if max_end is not None else lo, clean)
+        if hi - lo == HOUR:
+            hours[lo] = (max_end if max_end is not None else lo, clean)
+        elif hi - lo == DAY:
+            days[lo] = clean
         else:
-            months[lo] = (hi, clean)
-    return Buckets(days, months)
+            months[lo] = clean
+    return Buckets(hours, days, months)
 
 
 def _cover(b: Buckets, ps: int, pe: int) -> list[tuple[int, int]]:
-    """Clean rollup buckets (lo, hi) inside [ps, pe): whole UTC months where they fit, else days."""
-    from slurmkit.store.rollup import DAY, month_of
+    """Clean rollup buckets (lo, hi) inside [ps, pe): whole UTC months where they fit, else days, else hours."""
+    from slurmkit.store.rollup import DAY, HOUR, month_of
 
-    out, t, end = [], -(-ps // DAY) * DAY, pe // DAY * DAY
+    out, t, end = [], -(-ps // HOUR) * HOUR, pe // HOUR * HOUR
     while t < end:
-        m_lo, m_hi = month_of(t)
-        if m_lo == t and m_hi <= end and b.months.get(t, (0, False))[1] \
-                and all(clean for lo, (_, clean) in b.days.items() if t <= lo < m_hi):
-            out.append((t, m_hi))
-            t = m_hi
-            continue
-        if b.days.get(t, (0, False))[1]:
-            out.append((t, t + DAY))
-        t += DAY
+        if t % DAY == 0:
+            m_lo, m_hi = month_of(t)
+            if m_lo == t and m_hi <= end and b.months.get(t, False):
+                out.append((t, m_hi))
+                t = m_hi
+                continue
+            if t + DAY <= end and b.days.get(t, False):
+                out.append((t, t + DAY))
+                t += DAY
+                continue
+        if b.hours.get(t, (0, False))[1]:
+            out.append((t, t + HOUR))
+        t += HOUR
     return out
 
 
@@ -301,24 +308,37 @@ def _rollup_plan(b: Buckets, buckets: list[tuple[str, int, int]]) -> tuple[list[
     kind 0 runs start inside the period but in no clean bucket; kind 1 runs start before it and end inside or after
     it; kind 2 runs start in a cover bucket but end after the period: the rollup counted them whole, they add back
     minus the part after the period."""
-    from slurmkit.store.rollup import DAY
+    from slurmkit.store.rollup import HOUR
 
+    hours = sorted(b.hours.items())
     cover, raw = [], []
-    for label, ps, pe in buckets:
+    before: list[tuple[int, int]] = []  # (lo, max_end) of the hours before the current period with a run ending later
+    nxt = 0
+    for label, ps, pe in sorted(buckets, key=lambda x: x[1]):
         t = ps
         for lo, hi in _cover(b, ps, pe):
             cover.append((label, lo, hi))
             if t < lo:
                 raw.append((label, ps, pe, t, lo, 0))
-            # only the days of the bucket that hold a run ending after the period
-            raw += [(label, ps, pe, d, d + DAY, 2) for d, (max_end, _) in b.days.items()
-                    if lo <= d < hi and max_end > pe]
+            # only the hours of the bucket that hold a run ending after the period
+            raw += [(label, ps, pe, h, h + HOUR, 2) for h, (max_end, _) in _hours_in(hours, lo, hi) if max_end > pe]
             t = hi
         if t < pe:
             raw.append((label, ps, pe, t, pe, 0))
-        raw += [(label, ps, pe, lo, min(lo + DAY, ps), 1) for lo, (max_end, _) in sorted(b.days.items())
-                if lo < ps and max_end > ps]
+        while nxt < len(hours) and hours[nxt][0] < ps:
+            before.append((hours[nxt][0], hours[nxt][1][0]))
+            nxt += 1
+        before = [(lo, end) for lo, end in before if end > ps]  # periods come in order: a pruned hour never returns
+        raw += [(label, ps, pe, lo, min(lo + HOUR, ps), 1) for lo, _ in before]
     return cover, raw
+
+
+def _hours_in(hours: list[tuple[int, tuple[int, bool]]], lo: int, hi: int) -> list[tuple[int, tuple[int, bool]]]:
+    """The entries of the sorted `hours` with lo <= hour < hi."""
+    from bisect import bisect_left
+
+    i, j = bisect_left(hours, (lo,)), bisect_left(hours, (hi,))
+    return hours[i:j]
 
 
 def _values(name: str, cols: str, rows: list[tuple]) -> str:

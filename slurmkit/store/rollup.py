@@ -1,4 +1,4 @@
-"""The usage rollup: per UTC day and month, the report figures of the job runs that start there, summed per key.
+"""The usage rollup: per UTC hour, day and month, the report figures of the job runs that start there, summed per key.
 
 Why: SQLite sorts for every GROUP BY (no hash aggregation), so a report that groups 1M job runs costs seconds
 however the SQL is written. Summed ahead per (bucket, cluster, user, account, partition, gpu type, node type,
@@ -6,10 +6,16 @@ qos), a report adds up tens of thousands of rows instead, and computes exactly, 
 rollup cannot place: those crossing a report period's edge and those in stale or partial buckets
 (slurmkit/report/query.py).
 
-Exactness: a bucket's rows are recomputed from jobs and job_gpus with the report's own per-run expressions. Every
-writer of jobs or job_gpus calls mark() for the runs it touches, in its own transaction (before a change that may
-move a run to another day, and after), which flags their days stale; reports never use a stale bucket, and
-refresh() (run by `sk admin ingest` after each commit) recomputes them.
+Why hours: a report's periods start at midnight in its time zone (--tz), and for every zone a whole number of
+hours off UTC (nearly all) that is an hour edge, so a local day or week is a run of whole UTC hours (with whole
+UTC days inside it) and only runs crossing the period's own edges are computed one by one. With day buckets
+alone, a day in Europe/Berlin held no whole bucket and every run of it was computed one by one.
+
+Exactness: an hour's rows are recomputed from jobs and job_gpus with the report's own per-run expressions; a
+day's rows are the sum of its hours', a month's the sum of its days'. Every writer of jobs or job_gpus calls
+mark() for the runs it touches, in its own transaction (before a change that may move a run to another hour,
+and after), which flags their hours, days and months stale; reports never use a stale bucket, and refresh() (run
+by `sk admin ingest` after each commit) recomputes them.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from datetime import datetime, timezone
 
 from slurmkit.store.db import Store
 
+HOUR = 3600
 DAY = 86400
 KEY_COLUMNS = ("cluster", "user_name", "account", "partition", "gpu_types", "node_type", "qos")
 SUM_COLUMNS = ("jobs", "gpu_s", "measured_s", "util_s", "idle_s", "idle_multi", "idle_multi_s", "no_metrics",
@@ -38,7 +45,8 @@ def month_of(t: int) -> tuple[int, int]:
 
 
 def mark(store: Store, runs: Iterable[tuple], cur=None) -> None:
-    """Flag stale the days of `runs`: (cluster, job_id, run) keys, or (cluster, job_id) for every run of a job.
+    """Flag stale the hours (and their days and months) of `runs`: (cluster, job_id, run) keys, or
+    (cluster, job_id) for every run of a job.
 
     Call inside the writer's transaction, before a change that may move or remove a run and after any change."""
     cur = cur or store.conn.cursor()
@@ -48,13 +56,17 @@ def mark(store: Store, runs: Iterable[tuple], cur=None) -> None:
         cur.execute(store.sql(f"SELECT start_time, end_time FROM jobs WHERE {where} AND start_time IS NOT NULL"),
                     key)
         for start, end in cur.fetchall():
-            lo = start // DAY * DAY
-            marks.add((lo, lo + DAY, end if end is not None else start))
+            end = end if end is not None else start
+            lo = start // HOUR * HOUR
+            marks.add((lo, lo + HOUR, end))
+            marks.add((lo // DAY * DAY, lo // DAY * DAY + DAY, end))
+            marks.add((*month_of(lo), end))
     if marks:
         cur.executemany(store.sql(_MARK_SQL), sorted(marks))
 
 
-def _refresh_day_sql() -> str:
+def _refresh_hours_sql() -> str:
+    """The hour rows of one UTC day [?, ?), every hour of it in one statement."""
     from slurmkit.report.query import run_figures_sql
 
     figures, g_sql = run_figures_sql(seconds="(j.end_time - j.start_time)", first="1",
@@ -64,23 +76,25 @@ def _refresh_day_sql() -> str:
     return f"""INSERT INTO usage_rollup (lo, hi, {keys}, {', '.join(SUM_COLUMNS)})
 WITH {g_sql},
 r AS (
-    SELECT {', '.join(f'j.{k} AS {k}' for k in KEY_COLUMNS)}, {figures}
+    SELECT j.start_time / {HOUR} * {HOUR} AS h, {', '.join(f'j.{k} AS {k}' for k in KEY_COLUMNS)}, {figures}
     FROM jobs j LEFT JOIN g ON g.cluster = j.cluster AND g.job_id = j.job_id AND g.run = j.run
     WHERE j.gpus > 0 AND j.end_time IS NOT NULL AND j.start_time >= ? AND j.start_time < ?
 )
-SELECT ?, ?, {keys}, {sums} FROM r GROUP BY {keys}"""
+SELECT h, h + {HOUR}, {keys}, {sums} FROM r GROUP BY h, {keys}"""
 
 
-def _refresh_month_sql() -> str:
+def _refresh_sum_sql(part: int) -> str:
+    """The rows of bucket [?, ?) summed from its parts (buckets of `part` seconds inside it: hours or days)."""
     sums = ", ".join(f"{'MAX' if c == 'wait_max' else 'SUM'}({c})" for c in SUM_COLUMNS)
     keys = ", ".join(KEY_COLUMNS)
     return f"""INSERT INTO usage_rollup (lo, hi, {keys}, {', '.join(SUM_COLUMNS)})
 SELECT ?, ?, {keys}, {sums} FROM usage_rollup
-WHERE lo >= ? AND hi <= ? AND hi - lo = {DAY} GROUP BY {keys}"""
+WHERE lo >= ? AND hi <= ? AND hi - lo = {part} GROUP BY {keys}"""
 
 
 def refresh(store: Store, idle_pct: float | None = None) -> int:
-    """Recompute the stale days (and the months holding them) in one transaction. Returns the days recomputed."""
+    """Recompute the stale hours, then the days and months holding them, in one transaction. An hour is recomputed
+    with every other hour of its day (one statement per day). Returns the hours recomputed."""
     from slurmkit.report.figures import IDLE_UTIL_PCT
 
     idle_pct = IDLE_UTIL_PCT if idle_pct is None else idle_pct
@@ -89,36 +103,52 @@ def refresh(store: Store, idle_pct: float | None = None) -> int:
     cur = store.conn.cursor()
     try:
         lock = " FOR UPDATE" if store.dialect == "postgresql" else ""
-        cur.execute(store.sql(f"SELECT lo, hi FROM rollup_buckets WHERE hi - lo = {DAY} "
+        cur.execute(store.sql(f"SELECT lo FROM rollup_buckets WHERE hi - lo = {HOUR} "
                               f"AND (stale = 1 OR idle_pct IS NULL OR idle_pct <> ?) ORDER BY lo{lock}"), [idle_pct])
-        days = cur.fetchall()
-        day_sql, month_sql = store.sql(_refresh_day_sql()), store.sql(_refresh_month_sql())
-        for lo, hi in days:
-            cur.execute(store.sql("DELETE FROM usage_rollup WHERE lo = ? AND hi = ?"), [lo, hi])
-            cur.execute(day_sql, [idle_pct, lo, hi, lo, hi, lo, hi])
-            cur.execute(store.sql("UPDATE rollup_buckets SET stale = 0, idle_pct = ?, max_end = (SELECT MAX("
-                                  "COALESCE(end_time, start_time)) FROM jobs WHERE start_time >= ? AND start_time "
-                                  "< ?) WHERE lo = ? AND hi = ?"), [idle_pct, lo, hi, lo, hi])
-        for lo, hi in sorted({month_of(lo) for lo, _ in days}):
-            cur.execute(store.sql("DELETE FROM usage_rollup WHERE lo = ? AND hi = ?"), [lo, hi])
-            cur.execute(month_sql, [lo, hi, lo, hi])
-            cur.execute(store.sql("INSERT INTO rollup_buckets (lo, hi, stale, idle_pct) VALUES (?, ?, 0, ?) "
-                                  "ON CONFLICT (lo, hi) DO UPDATE SET stale = 0, idle_pct = excluded.idle_pct"),
-                        [lo, hi, idle_pct])
+        hours = [lo for (lo,) in cur.fetchall()]
+        days = sorted({lo // DAY * DAY for lo in hours})
+        hours_sql, day_sql, month_sql = (store.sql(_refresh_hours_sql()), store.sql(_refresh_sum_sql(HOUR)),
+                                         store.sql(_refresh_sum_sql(DAY)))
+        for lo in days:
+            hi = lo + DAY
+            cur.execute(store.sql(f"DELETE FROM usage_rollup WHERE lo >= ? AND hi <= ? AND hi - lo = {HOUR}"),
+                        [lo, hi])
+            cur.execute(hours_sql, [idle_pct, lo, hi, lo, hi])
+            cur.execute(store.sql(f"UPDATE rollup_buckets SET stale = 0, idle_pct = ?, max_end = (SELECT MAX("
+                                  f"COALESCE(j.end_time, j.start_time)) FROM jobs j WHERE j.start_time >= "
+                                  f"rollup_buckets.lo AND j.start_time < rollup_buckets.hi) "
+                                  f"WHERE lo >= ? AND lo < ? AND hi - lo = {HOUR}"), [idle_pct, lo, hi])
+            _sum_bucket(store, cur, day_sql, lo, hi, idle_pct)
+        for lo, hi in sorted({month_of(lo) for lo in days}):
+            _sum_bucket(store, cur, month_sql, lo, hi, idle_pct)
     except BaseException:
         store.conn.rollback() if store.dialect == "postgresql" else store.conn.execute("ROLLBACK")
         raise
     store.conn.commit() if store.dialect == "postgresql" else store.conn.execute("COMMIT")
-    return len(days)
+    return len(hours)
+
+
+def _sum_bucket(store: Store, cur, sql: str, lo: int, hi: int, idle_pct: float) -> None:
+    """A day's or month's rows and bucket, from its parts' (clean, just recomputed)."""
+    cur.execute(store.sql("DELETE FROM usage_rollup WHERE lo = ? AND hi = ?"), [lo, hi])
+    cur.execute(sql, [lo, hi, lo, hi])
+    cur.execute(store.sql("INSERT INTO rollup_buckets (lo, hi, stale, idle_pct) VALUES (?, ?, 0, ?) "
+                          "ON CONFLICT (lo, hi) DO UPDATE SET stale = 0, idle_pct = excluded.idle_pct"),
+                [lo, hi, idle_pct])
 
 
 def rebuild(store: Store, idle_pct: float | None = None) -> int:
-    """Mark every day that holds job runs stale and refresh: for stores written by hand or by an older slurmkit."""
+    """Mark every hour that holds job runs stale and refresh: for stores written by hand or by an older slurmkit.
+    Returns the hours recomputed."""
     cur = store.conn.cursor()
-    cur.execute(f"""INSERT INTO rollup_buckets (lo, hi, max_end, stale)
-SELECT start_time / {DAY} * {DAY}, start_time / {DAY} * {DAY} + {DAY}, MAX(COALESCE(end_time, start_time)), 1
-FROM jobs WHERE start_time IS NOT NULL GROUP BY start_time / {DAY}
-ON CONFLICT (lo, hi) DO UPDATE SET stale = 1, max_end = excluded.max_end""")
+    cur.execute(store.sql(BACKFILL_SQL))
     if store.dialect == "postgresql":
         store.conn.commit()
     return refresh(store, idle_pct)
+
+
+# Every hour holding job runs, stale (the days and months are recomputed with their hours). Also migration 0004's.
+BACKFILL_SQL = f"""INSERT INTO rollup_buckets (lo, hi, max_end, stale)
+SELECT start_time / {HOUR} * {HOUR}, start_time / {HOUR} * {HOUR} + {HOUR}, MAX(COALESCE(end_time, start_time)), 1
+FROM jobs WHERE start_time IS NOT NULL GROUP BY start_time / {HOUR}
+ON CONFLICT (lo, hi) DO UPDATE SET stale = 1, max_end = excluded.max_end"""
