@@ -16,6 +16,10 @@ import time
 
 from slurmkit.accounting import record, scontrol, spool
 
+TYPE_CHECKING = False  # typing's constant without importing typing (~5 ms of every hook)
+if TYPE_CHECKING:
+    from slurmkit.accounting.sampler import NodeConfig
+
 DEFAULT_SPOOL = "/var/spool/slurmkit"
 
 
@@ -153,7 +157,7 @@ def prolog(env: dict[str, str]) -> int:
     return 0
 
 
-def sweep_orphans(cfg, node: str) -> int:
+def sweep_orphans(cfg: NodeConfig, node: str) -> int:
     """Deliver what jobs that died with the node had sampled: their run directories predate this boot and no
     epilog will come for them. Flagged `node-rebooted`; the job's own record comes from the controller (jobcomp,
     or sk admin reconcile). Returns how many were delivered. A few stat calls when there are none."""
@@ -198,7 +202,7 @@ def epilog(env: dict[str, str]) -> int:
     return 0
 
 
-def _deliver_dir(cfg, d: str, *, cluster: str, job_id: int, run: int, node: str, gpus: list[int],
+def _deliver_dir(cfg: NodeConfig, d: str, *, cluster: str, job_id: int, run: int, node: str, gpus: list[int],
                  stopped: str | None, flags: tuple[str, ...] | list[str] = (), ended: float | None = None) -> None:
     """Summarize one run directory per GPU, deliver the node record and remove the directory. `gpus`: the
     allocation, for a directory without meta.json; `stopped`: sampler.stop's flag."""
