@@ -98,8 +98,8 @@ def command_help(path: list[str]) -> str:
     return cmd.get_help(ctx)
 
 
-def _train_spec(site: Site, extra: str = "") -> tuple[str, str, str]:
-    """A train.yaml (plus `extra` keys) that fits this site's default partition: (partition, text, script)."""
+def _train_spec(site: Site, extra: str = "") -> tuple[str, str, Any, str]:
+    """A train.yaml (plus `extra` keys) that fits this site's default partition: (partition, text, plan, script)."""
     from slurmkit.plan import make_plan
     from slurmkit.render import render
     from slurmkit.spec import spec_from_source
@@ -111,31 +111,28 @@ def _train_spec(site: Site, extra: str = "") -> tuple[str, str, str]:
     text = (f"name: train\nlauncher: torchrun\nnodes: {nodes}\ngpus_per_node: {nt.gpu.count}\n"
             f'time: "{part.default_time}"\ncommand: [train.py, --epochs, "10"]\n{extra}')
     src = loads(text, "train.yaml")
-    return pname, text, render(make_plan(spec_from_source(src), site, src))
+    plan = make_plan(spec_from_source(src), site, src)
+    return pname, text, plan, render(plan)
 
 
 def _quickstart(site: Site) -> tuple[str, str]:
     """A train.yaml that fits this site's default partition, and the #SBATCH lines it renders to."""
-    _, text, script = _train_spec(site)
+    _, text, _, script = _train_spec(site)
     header = "".join(line + "\n" for line in script.splitlines() if line.startswith(("#!", "#SBATCH")))
     return text, header
 
 
-LONG_JOB_PREEMPT = {"signal": "USR1", "grace": 300, "requeue": True, "max_restarts": 5}
+LONG_JOB_PREEMPT = "preempt: {signal: USR1, grace: 300, requeue: true, max_restarts: 5}\n"
 HANDLER = Path(__file__).resolve().parent / "snippets" / "checkpoint_handler.py"
 
 
 def _long_jobs(site: Site) -> dict[str, Any]:
     """The long-jobs page: a train.yaml with `preempt:`, and its script from the trap to the end (the step)."""
-    from slurmkit.spec import Preempt
-
-    pre = Preempt(**LONG_JOB_PREEMPT)
-    pname, text, script = _train_spec(site, "preempt: {" + ", ".join(
-        f"{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in LONG_JOB_PREEMPT.items()) + "}\n")
+    pname, text, plan, script = _train_spec(site, LONG_JOB_PREEMPT)
     lines = script.splitlines(keepends=True)
     first = next(i for i, line in enumerate(lines) if line.startswith("# Time limit / preemption"))
-    return {"spec_text": text, "script_part": "".join(lines[first:]), "preempt": pre,
-            "watchdog": pre.requeue_after, "launcher": "torchrun",
+    return {"spec_text": text, "script_part": "".join(lines[first:]), "preempt": plan.spec.preempt,
+            "watchdog": plan.spec.preempt.requeue_after, "launcher": plan.spec.launcher,
             "part_name": pname, "part": site.partitions[pname], "handler": HANDLER.read_text(encoding="utf-8")}
 
 
