@@ -134,7 +134,7 @@ def job_dirs(cfg: NodeConfig, job: JobRun) -> list[str]:
 
 
 def run_of(path: str) -> int:
-    return int(os.path.basename(path).rsplit("-", 1)[1])
+    return parse_run_name(os.path.basename(path))[2]
 
 
 # ------------------------------------------------------------------ process identity
