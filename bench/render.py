@@ -5,7 +5,7 @@ fresh process, so all of them pay interpreter start-up. Every run is a fresh pro
 round-robin so that load from other processes hits them alike. Prints medians of repeated runs measured in one run.
 
 `sk render` keeps two per-user caches (~/.cache/slurmkit): compiled templates and validated specs/site configs
-(slurmkit/configcache.py). The rows show each case a user meets:
+(slurmkit/config/cache.py). The rows show each case a user meets:
   sk render                 the same spec and site as before (both caches warm): the usual re-render/submit
   sk render, edited spec    the spec changed since the last render (its validation is redone; site cached)
   sk render, empty cache    the first run ever (nothing cached: validation, YAML parsing, template compiling)

@@ -58,7 +58,7 @@ from slurmkit.backends.cli import CliBackend
 from slurmkit.backends.rest import RestBackend
 from slurmkit.plan import make_plan
 from slurmkit.render import build_request, render
-from slurmkit.site import load_site
+from slurmkit.site.model import load_site
 from slurmkit.spec import load_spec
 
 spec_path, site_path, url, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 from dataclasses import asdict, dataclass
 
-from slurmkit.accounting.scontrol import parse_show_job
 from slurmkit.errors import BackendUnavailable, JobNotFound
+from slurmkit.slurm.scontrol import parse_show_job
 
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
             "DEADLINE", "REVOKED", "SPECIAL_EXIT"}

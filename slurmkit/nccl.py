@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from slurmkit.config.suggest import closest
 from slurmkit.errors import Problem
-from slurmkit.suggest import closest
 
 # NCCL_IB_TIMEOUT default by NCCL version: 20 since 2.23, 18 in 2.14-2.22, 14 before.
 IB_TIMEOUT_DEFAULTS = ((2, 23, 20), (2, 14, 18), (0, 0, 14))
@@ -171,7 +171,7 @@ def _check_value(name: str, value: str, key: str, version: tuple[int, int], stor
     return out
 
 
-def fabric_env(node_type) -> dict[str, str]:  # node_type: slurmkit.site.NodeType
+def fabric_env(node_type) -> dict[str, str]:  # node_type: slurmkit.site.model.NodeType
     """The NCCL environment for a node type's fabric (what `sk render` exports before launching)."""
     fab = node_type.fabric
     env: dict[str, str] = {}

@@ -21,14 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from slurmkit.config.source import Source
+from slurmkit.config.suggest import did_you_mean
+from slurmkit.config.units import format_mem, format_time, parse_mem_mib, parse_time_minutes
 from slurmkit.errors import Problem, SpecError
 from slurmkit.nccl import fabric_env, lint_env
-from slurmkit.suggest import did_you_mean
-from slurmkit.units import format_mem, format_time, parse_mem_mib, parse_time_minutes
-from slurmkit.yamlsrc import Source
 
 if TYPE_CHECKING:  # the planner only reads them: sk render plans from plain copies (modeldata.py), no pydantic
-    from slurmkit.site import NodeType, Partition, Site
+    from slurmkit.site.model import NodeType, Partition, Site
     from slurmkit.spec import JobSpec
 
 RECIPES = {"srun": "A", "torchrun": "B", "mpi": "C", "none": "-"}

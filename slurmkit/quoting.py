@@ -83,7 +83,7 @@ def word_with_params(text: str, params: set[str], where: str = "command") -> She
                 literal = ""
             out.append('"${SK_PARAM_' + m.group(1) + '}"')
         else:
-            from slurmkit.suggest import did_you_mean
+            from slurmkit.config.suggest import did_you_mean
 
             raise RenderError(Problem(f"{where}: {{{m.group(1)}}} is not a sweep parameter",
                                       key=where, hint=did_you_mean(m.group(1), params) +

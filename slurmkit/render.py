@@ -15,13 +15,13 @@ from typing import Any
 import jinja2
 
 from slurmkit import __version__
+from slurmkit.config.userdirs import cache_dir
 from slurmkit.errors import Problem, RenderError
 from slurmkit.plan import Plan
 from slurmkit.quoting import Shell, comment, q, sbatch_value, word_with_params, words
 from slurmkit.request import SubmitRequest
-from slurmkit.usercache import cache_dir
+from slurmkit.resources import TEMPLATES_DIR
 
-TEMPLATES_DIR = Path(__file__).resolve().parent / "job_templates"
 MAIN_TEMPLATE = "job.sh.j2"
 
 _RECIPE_TEXT = {

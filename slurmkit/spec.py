@@ -13,11 +13,11 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from slurmkit.config.modeldata import ArraySpecMixin, JobSpecMixin, PreemptMixin
+from slurmkit.config.source import Source, load, loads
+from slurmkit.config.strict import Strict, validate
+from slurmkit.config.units import parse_mem_mib, parse_time_minutes
 from slurmkit.errors import Problem, SpecError
-from slurmkit.modeldata import ArraySpecMixin, JobSpecMixin, PreemptMixin
-from slurmkit.models import Strict, validate
-from slurmkit.units import parse_mem_mib, parse_time_minutes
-from slurmkit.yamlsrc import Source, load, loads
 
 Launcher = Literal["torchrun", "srun", "mpi", "none"]
 BindPolicy = Literal["auto", "none", "membind", "preferred", "cpus"]

@@ -1,4 +1,4 @@
-"""Validated specs and site configs remembered per user (slurmkit/configcache.py): a hit is exactly what
+"""Validated specs and site configs remembered per user (slurmkit/config/cache.py): a hit is exactly what
 validating again would give, an edit is always seen, failures are never remembered, an untrusted or broken
 cache is not used, and a repeated render needs neither pydantic nor PyYAML."""
 
@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit import configcache, site, spec
+from slurmkit import spec
+from slurmkit.config import cache as configcache
+from slurmkit.config.modeldata import plain_copy
 from slurmkit.errors import SpecError
-from slurmkit.modeldata import plain_copy
+from slurmkit.site import model as site
 
 ROOT = Path(__file__).resolve().parents[1]
 DGX = ROOT / "site_config" / "dgx-a100.yaml"

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slurmkit import discover as disc
 from slurmkit.errors import InputError
-from slurmkit.site import NodeType, load_site
+from slurmkit.site import discover as disc
+from slurmkit.site.model import NodeType, load_site
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -107,7 +107,7 @@ def test_query_gpu_bus_ids_are_trimmed_to_sysfs_form():
 
 def test_infiniband_sysfs_of_a_real_roce_node_makes_fabric_roce(tmp_path: Path):
     # /sys/class/infiniband built from the real `ibstatus` of an H100 RoCE node (tests/data/doctor/README.md)
-    from slurmkit.doctor import parse_ibstatus
+    from slurmkit.site.doctor import parse_ibstatus
 
     for (hca, port), info in parse_ibstatus((DATA / "doctor" / "ibstatus-roce-h100.txt").read_text()).items():
         d = tmp_path / hca / "ports" / port

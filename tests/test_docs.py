@@ -19,7 +19,7 @@ import pytest
 
 from slurmkit.docs.build import build_guide
 from slurmkit.docs.html import external_assets
-from slurmkit.site import load_site
+from slurmkit.site.model import load_site
 from slurmkit.spec import JobSpec
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slurmkit import doctor as doc
-from slurmkit.site import NodeType, load_site
+from slurmkit.site import doctor as doc
+from slurmkit.site.model import NodeType, load_site
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "doctor"

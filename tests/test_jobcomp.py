@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit.accounting import hooks, scontrol, spool
+from slurmkit.accounting import hooks, spool
+from slurmkit.slurm import scontrol
 
 DATA = Path(__file__).parent / "data" / "accounting"
 ROOT = Path(__file__).resolve().parents[1]

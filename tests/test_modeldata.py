@@ -1,4 +1,4 @@
-"""Plain copies of validated models (slurmkit/modeldata.py) must plan and render exactly like the pydantic models
+"""Plain copies of validated models (slurmkit/config/modeldata.py) must plan and render exactly like the pydantic models
 they copy: `sk render`/`sk submit` plan from the copies, the library and the golden tests from the models."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from slurmkit.config.modeldata import JobSpecData, Plain, SiteData, plain_copy
 from slurmkit.errors import InputError
-from slurmkit.modeldata import JobSpecData, Plain, SiteData, plain_copy
 from slurmkit.plan import make_plan
 from slurmkit.render import plan_summary, render
-from slurmkit.site import load_site
+from slurmkit.site.model import load_site
 from slurmkit.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from slurmkit.config.source import loads
 from slurmkit.errors import SpecError
 from slurmkit.plan import make_plan
-from slurmkit.site import load_site
+from slurmkit.site.model import load_site
 from slurmkit.spec import spec_from_source
-from slurmkit.yamlsrc import loads
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -117,7 +117,7 @@ def test_debugging_nccl_variables_and_low_ib_timeout_are_warnings_not_errors():
 
 def test_roce_and_tcp_profiles():
     from slurmkit.nccl import fabric_env
-    from slurmkit.site import NodeType
+    from slurmkit.site.model import NodeType
 
     base = load_site(ROOT / "site_config" / "devcluster.yaml").node_types["devnode"].model_dump()
     base["fabric"] = {"kind": "roce", "socket_ifname": "eth0", "ib_gid_index": 3, "ib_tc": 106}

@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from slurmkit.config.source import loads
 from slurmkit.errors import RenderError, SpecError
 from slurmkit.plan import make_plan
 from slurmkit.quoting import q, sbatch_value, word_with_params
 from slurmkit.render import render
-from slurmkit.site import load_site
+from slurmkit.site.model import load_site
 from slurmkit.spec import spec_from_source
-from slurmkit.yamlsrc import loads
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 

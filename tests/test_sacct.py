@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit.accounting import hooks, record, sacct, scontrol
+from slurmkit.accounting import hooks, record, sacct
 from slurmkit.errors import BackendError, InputError
+from slurmkit.slurm import scontrol
 
 DATA = Path(__file__).parent / "data" / "accounting"
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from slurmkit.accounting.sampler import NodeConfig
-from slurmkit.site import load_site
+from slurmkit.site.model import load_site
 
 ROOT = Path(__file__).resolve().parents[1]
 DIR = "/run/slurmkit-devcluster"  # DEVCLUSTER_DIR's default, which the site config names

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slurmkit import sitecheck as sc
-from slurmkit.discover import parse_slurmd_g
-from slurmkit.site import site_from_source
-from slurmkit.yamlsrc import loads
+from slurmkit.config.source import loads
+from slurmkit.site import check as sc
+from slurmkit.site.discover import parse_slurmd_g
+from slurmkit.site.model import site_from_source
 
 ROOT = Path(__file__).resolve().parents[1]
 SLURM = ROOT / "tests" / "data" / "slurm"
@@ -172,7 +172,7 @@ def test_gres_conf_coarser_than_site_is_fine_partial_is_warning_missing_cores_is
 
 def test_site_cores_maps_smt_siblings_to_their_core():
     # DGX A100: 2 x 64 cores x 2 threads; CPU 176 is the sibling of CPU 48 (tests/data/topo dgx-a100 fixture).
-    from slurmkit.site import load_site
+    from slurmkit.site.model import load_site
 
     nt = load_site(ROOT / "site_config" / "dgx-a100.yaml").node_types["dgx-a100"]
     assert sc.site_cores(nt, nt.gpu_by_index(0).cpu_list) == set(range(48, 64))

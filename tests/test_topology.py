@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from slurmkit.errors import InputError
-from slurmkit.topology import parse_topo
+from slurmkit.site.topology import parse_topo
 
 TOPO = Path(__file__).parent / "data" / "topo"
 

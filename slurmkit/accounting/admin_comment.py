@@ -23,7 +23,7 @@ import re
 import subprocess
 import time
 
-from slurmkit.accounting import scontrol
+from slurmkit.slurm import scontrol
 
 PREFIX = "SK1:"
 _SEGMENT = re.compile(r"SK1:[A-Za-z0-9+/=]*")

@@ -14,7 +14,8 @@ import os
 import sys
 import time
 
-from slurmkit.accounting import record, scontrol, spool
+from slurmkit.accounting import record, spool
+from slurmkit.slurm import scontrol
 
 TYPE_CHECKING = False  # typing's constant without importing typing (~5 ms of every hook)
 if TYPE_CHECKING:

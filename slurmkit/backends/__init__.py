@@ -63,7 +63,7 @@ def get_backend(name: str | None, site=None) -> Backend:
         return _BUILTIN[choice](site) if choice in _NEEDS_SITE else _BUILTIN[choice]()
     backends = available()
     if choice not in backends:
-        from slurmkit.suggest import did_you_mean
+        from slurmkit.config.suggest import did_you_mean
 
         raise InputError(Problem(f"backend {choice!r} is not available here", key="backend",
                                  hint=did_you_mean(choice, backends)))

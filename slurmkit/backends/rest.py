@@ -52,10 +52,10 @@ from urllib.parse import quote, urlsplit
 
 from slurmkit.backends.base import Backend
 from slurmkit.backends.cli import _UNREACHABLE, _USER_ERRORS
+from slurmkit.config.units import parse_mem_mib, parse_time_minutes
 from slurmkit.errors import BackendError, BackendUnavailable, InputError, JobNotFound, Problem
 from slurmkit.job import JobInfo
 from slurmkit.request import SubmitRequest, SubmitResult
-from slurmkit.units import parse_mem_mib, parse_time_minutes
 
 SUPPORTED = ("v0.0.38",)
 _NOT_FOUND_TEXT = "Unable find requested URL"  # slurmrestd 22.05's 404 body (plain text)

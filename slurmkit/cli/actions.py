@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING
 from slurmkit.cli.output import echo, echo_json
 
 if TYPE_CHECKING:
-    from slurmkit.configcache import SpecFile
+    from slurmkit.config.cache import SpecFile
     from slurmkit.plan import Plan
 
 
 def _plan(f: SpecFile, site_path: str | None, deps: dict[str, int] | None = None) -> Plan:
     # Order of the checks (and so of the first error a user sees): the spec's YAML (read_spec), the site
     # config, then the spec itself. Both are plain copies of the validated models (configcache.py).
-    from slurmkit import configcache
+    from slurmkit.config import cache as configcache
     from slurmkit.plan import make_plan
-    from slurmkit.sitelookup import find_site_file
+    from slurmkit.site.lookup import find_site_file
 
     site = configcache.load_site(find_site_file(site_path))
     spec, src = f.validate()
@@ -49,7 +49,7 @@ def _dependency_names(data: dict) -> set[str]:
 
 
 def validate(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
-    from slurmkit.configcache import read_spec
+    from slurmkit.config.cache import read_spec
     from slurmkit.render import plan_summary
 
     results = []
@@ -66,7 +66,7 @@ def validate(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str
 
 
 def render(spec: str, output: str | None, site_path: str | None, overrides: tuple[str, ...], explain: bool) -> None:
-    from slurmkit.configcache import read_spec
+    from slurmkit.config.cache import read_spec
     from slurmkit.render import render as render_script
 
     f = read_spec(spec, list(overrides))
@@ -105,7 +105,7 @@ def _order(files: dict[str, SpecFile]) -> list[tuple[str, str]]:
 
 def submit(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, ...], backend: str | None,
            dry_run: bool, test_only: bool, as_json: bool) -> None:
-    from slurmkit.configcache import read_spec
+    from slurmkit.config.cache import read_spec
     from slurmkit.render import build_request
     from slurmkit.render import render as render_script
 

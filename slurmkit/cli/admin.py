@@ -38,7 +38,7 @@ def _accounting(site_path: str | None, spool_dir: str | None, store_url: str | N
     """_locations plus the node-summary transport (None when no site config was read)."""
     group = transport = None  # a store created from explicit paths only is readable by its owner alone
     if not (spool_dir and store_url) or site_path:
-        from slurmkit.site import resolve_site
+        from slurmkit.site.model import resolve_site
 
         acc = resolve_site(site_path).accounting
         spool_dir, store_url, group = spool_dir or acc.spool_dir, store_url or acc.store, acc.admin_group

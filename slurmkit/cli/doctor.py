@@ -42,9 +42,9 @@ def doctor(site_path: str | None, partition: str | None, as_json: bool) -> None:
       2  at least one FAIL (a command-line mistake is also 2, with a usage message instead of the report)
     A site config that cannot be read is the `site` check FAILing (none found: SKIP), not an abort.
     """
-    from slurmkit import doctor as doc
     from slurmkit.errors import SlurmkitError
-    from slurmkit.site import resolve_site
+    from slurmkit.site import doctor as doc
+    from slurmkit.site.model import resolve_site
 
     inputs = doc.Inputs()
     try:

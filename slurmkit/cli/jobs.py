@@ -88,7 +88,7 @@ def templates(site_path: str | None, show: str | None) -> None:
     Example:  sk templates --show launchers/torchrun.sh.j2
     """
     from slurmkit.render import TEMPLATES_DIR, list_templates
-    from slurmkit.site import find_site_file, load_site
+    from slurmkit.site.model import find_site_file, load_site
 
     site_dir = None
     try:

@@ -29,7 +29,7 @@ class LazyGroup(click.Group):
             return super().resolve_command(ctx, args)
         except click.UsageError as exc:
             if args and args[0] not in self.list_commands(ctx):
-                from slurmkit.suggest import did_you_mean
+                from slurmkit.config.suggest import did_you_mean
 
                 raise click.UsageError(f"no such command {args[0]!r}; "
                                        f"{did_you_mean(args[0], self.list_commands(ctx))}", ctx) from exc

@@ -55,7 +55,7 @@ def _open(db: str | None, site_path: str | None):
 
     admin_group = "slurmkit-admin"
     if db is None or site_path:
-        from slurmkit.site import resolve_site
+        from slurmkit.site.model import resolve_site
 
         site = resolve_site(site_path)
         admin_group = site.accounting.admin_group
@@ -69,7 +69,7 @@ def _open_sacct(window, db: str | None, site_path: str | None):
     from slurmkit.errors import InputError, Problem, SiteConfigError
     from slurmkit.report.access import scope_for
     from slurmkit.report.sacct_source import open_sacct
-    from slurmkit.site import find_site_file, load_site
+    from slurmkit.site.model import find_site_file, load_site
 
     if db:
         raise InputError(Problem("--db and --from-sacct name two different sources", key="--from-sacct",

@@ -18,7 +18,7 @@ def site() -> None:
 @handle_errors
 def show(site_path: str | None, as_json: bool) -> None:
     """Show the site config slurmkit would use, and where it was found."""
-    from slurmkit.site import find_site_file, load_site
+    from slurmkit.site.model import find_site_file, load_site
 
     path = find_site_file(site_path)
     cfg = load_site(path)
@@ -84,7 +84,7 @@ def discover(from_dir: str | None, save_dir: str | None, name: str, memory: str 
 
     Exit status: 0 block printed; 1 the tools are missing here (not a GPU node); 2 bad or incomplete input.
     """
-    from slurmkit import discover as disc
+    from slurmkit.site import discover as disc
 
     facts = disc.read_dir(from_dir) if from_dir else disc.collect_live()
     if save_dir:
@@ -129,9 +129,9 @@ def check(site_path: str | None, as_json: bool, no_gres_conf: bool) -> None:
     Exit status: 0 no errors (warnings may be listed); 1 at least one error; 2 the site config itself is
     invalid or the command line is wrong; 3 Slurm could not be asked (scontrol missing or the controller down).
     """
-    from slurmkit import sitecheck
-    from slurmkit.site import find_site_file, site_from_source
-    from slurmkit.yamlsrc import load
+    from slurmkit.config.source import load
+    from slurmkit.site import check as sitecheck
+    from slurmkit.site.model import find_site_file, site_from_source
 
     path = find_site_file(site_path)
     src = load(path)

@@ -19,13 +19,13 @@ import jinja2
 import yaml
 
 from slurmkit import __version__
+from slurmkit.config.source import load
 from slurmkit.docs import examples as ex_mod
 from slurmkit.docs import schema, topology, troubleshoot, why
 from slurmkit.docs.html import SHIM, SHIM_TARGET, build_html, external_assets
 from slurmkit.errors import InputError, Problem, SlurmkitError
-from slurmkit.site import Site, load_site
+from slurmkit.site.model import Site, load_site
 from slurmkit.spec import JobSpec
-from slurmkit.yamlsrc import load
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -100,10 +100,10 @@ def command_help(path: list[str]) -> str:
 
 def _train_spec(site: Site, extra: str = "") -> tuple[str, str, Any, str]:
     """A train.yaml (plus `extra` keys) that fits this site's default partition: (partition, text, plan, script)."""
+    from slurmkit.config.source import loads
     from slurmkit.plan import make_plan
     from slurmkit.render import render
     from slurmkit.spec import spec_from_source
-    from slurmkit.yamlsrc import loads
 
     pname = site.default_partition or next(iter(site.partitions))
     part, nt = site.partitions[pname], site.node_type_of(pname)

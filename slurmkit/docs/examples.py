@@ -10,15 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slurmkit.config.source import load
 from slurmkit.errors import InputError
 from slurmkit.plan import Plan, make_plan
 from slurmkit.render import render
-from slurmkit.site import Site
+from slurmkit.resources import data_dir
+from slurmkit.site.model import Site
 from slurmkit.spec import spec_from_source
-from slurmkit.yamlsrc import load
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES_DIR = ROOT / "examples"
+EXAMPLES_DIR = data_dir("examples")
 
 
 @dataclass

@@ -5,13 +5,14 @@ to writing a site config cannot drift from the loader that checks it.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import yaml
 
+from slurmkit.resources import data_dir
+
 MARKER = "<!-- sk:site-config-reference -->"
-EXAMPLE_SITE = Path(__file__).resolve().parents[2] / "site_config" / "dgx-a100.yaml"
+EXAMPLE_SITE = data_dir("site_config") / "dgx-a100.yaml"
 
 
 def _examples(data: Any, prefix: str = "") -> dict[str, tuple[Any, str | None]]:
@@ -35,7 +36,7 @@ def _examples(data: Any, prefix: str = "") -> dict[str, tuple[Any, str | None]]:
 def reference_markdown() -> str:
     from slurmkit.docs.build import _env
     from slurmkit.docs.schema import model_docs
-    from slurmkit.site import NodeType, Partition, Site
+    from slurmkit.site.model import NodeType, Partition, Site
 
     ex = _examples(yaml.safe_load(EXAMPLE_SITE.read_text()))
     models = [*model_docs(Site, ex, title="Top-level keys"),

@@ -144,7 +144,7 @@ def _default_text(info: Any) -> str | None:
 
 
 def _nested_model(annotation: Any) -> type[BaseModel] | None:
-    from slurmkit.models import _model_of
+    from slurmkit.config.strict import _model_of
 
     found = _model_of(annotation)
     return found if isinstance(found, type) and issubclass(found, BaseModel) else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from html import escape
 
-from slurmkit.site import NodeType
+from slurmkit.site.model import NodeType
 
 ROW = 34  # height of one GPU row
 TOP = 56  # room for the column headings

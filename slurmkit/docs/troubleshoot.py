@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 import yaml
 
+from slurmkit.config.source import loads
+from slurmkit.config.units import format_time
 from slurmkit.errors import InputError, SlurmkitError
 from slurmkit.plan import make_plan
-from slurmkit.site import Site, site_from_source
+from slurmkit.site.model import Site, site_from_source
 from slurmkit.spec import spec_from_source
-from slurmkit.units import format_time
-from slurmkit.yamlsrc import loads
 
 SPEC_FILE = "train.yaml"
 SITE_FILE = "site.yaml"

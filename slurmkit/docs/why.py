@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from slurmkit import nccl
 from slurmkit.errors import InputError, SlurmkitError
 from slurmkit.plan import Plan, make_plan
-from slurmkit.site import NodeType, Site
+from slurmkit.site.model import NodeType, Site
 from slurmkit.spec import JobSpec
 
 SOURCES = {

@@ -63,7 +63,7 @@ def parse_by(values: tuple[str, ...] | list[str]) -> tuple[list[str], str | None
                 if name not in keys:
                     keys.append(name)
             else:
-                from slurmkit.suggest import did_you_mean
+                from slurmkit.config.suggest import did_you_mean
 
                 choices = [*KEYS, "day", "week", "month"]
                 raise InputError(Problem(f"cannot group by {name!r}", key="--by",

@@ -19,7 +19,7 @@ def render_case(example: Path, site: Path) -> str | None:
     from slurmkit.errors import InputError
     from slurmkit.plan import make_plan
     from slurmkit.render import render
-    from slurmkit.site import load_site
+    from slurmkit.site.model import load_site
     from slurmkit.spec import load_spec
 
     spec, src = load_spec(str(example))

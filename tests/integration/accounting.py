@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 
 from slurmkit.accounting import sacct, spool
-from slurmkit.site import load_site
+from slurmkit.site.model import load_site
 from slurmkit.store.ingest import JOB_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit.accounting import admin_comment, sampler, scontrol
+from slurmkit.accounting import admin_comment, sampler
 from slurmkit.accounting.metrics.simulated import SimulatedSource
+from slurmkit.slurm import scontrol
 from slurmkit.store import gpus as store_gpus
 from slurmkit.store.db import open_store
 from tests.integration.jobs import DEVSITE, wait

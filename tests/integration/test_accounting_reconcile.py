@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from slurmkit.accounting import sacct, scontrol
+from slurmkit.accounting import sacct
+from slurmkit.slurm import scontrol
 from tests.integration import accounting as acct
 
 pytestmark = pytest.mark.integration

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slurmkit.site import load_site
-from slurmkit.units import parse_cpulist
+from slurmkit.config.units import parse_cpulist
+from slurmkit.site.model import load_site
 from tests.integration.jobs import DEVSITE, fields, render_and_sbatch, wait
 
 pytestmark = pytest.mark.integration

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit.site import load_site
-from slurmkit.units import parse_cpulist
+from slurmkit.config.units import parse_cpulist
+from slurmkit.site.model import load_site
 from tests.integration.jobs import DEVSITE, SK, render_and_sbatch, wait
 from tests.integration.test_binding_on_devcluster import _local_site
 

@@ -15,7 +15,7 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-from slurmkit.units import parse_cpulist, parse_mem_mib, parse_time_minutes
+from slurmkit.config.units import parse_cpulist, parse_mem_mib, parse_time_minutes
 
 # Mixins: every method or property of a model lives here, never in the pydantic class body. They read the
 # model's fields (no annotations here: pydantic would take them for fields).

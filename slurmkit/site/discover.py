@@ -30,10 +30,10 @@ from typing import Any
 
 import hostlist
 
+from slurmkit.config.units import format_cpulist, format_mem, parse_cpulist
 from slurmkit.errors import InputError, Problem, SlurmkitError
-from slurmkit.site import NodeType
-from slurmkit.topology import parse_topo
-from slurmkit.units import format_cpulist, format_mem, parse_cpulist
+from slurmkit.site.model import NodeType
+from slurmkit.site.topology import parse_topo
 
 FILES = ("topo-m.txt", "query-gpu.csv", "lscpu.txt", "slurmd-C.txt", "slurmd-G.txt", "meminfo.txt", "pci.txt",
          "infiniband.txt")

@@ -29,13 +29,13 @@ from pathlib import Path
 
 import hostlist
 
-from slurmkit.accounting.scontrol import parse_show_job
-from slurmkit.discover import parse_slurmd_g
+from slurmkit.config.source import KeyPath, Source, dotted
+from slurmkit.config.suggest import closest
+from slurmkit.config.units import format_cpulist, format_mem, format_time, parse_mem_mib, parse_time_minutes
 from slurmkit.errors import SlurmkitError
-from slurmkit.site import NodeType, Site
-from slurmkit.suggest import closest
-from slurmkit.units import format_cpulist, format_mem, format_time, parse_mem_mib, parse_time_minutes
-from slurmkit.yamlsrc import KeyPath, Source, dotted
+from slurmkit.site.discover import parse_slurmd_g
+from slurmkit.site.model import NodeType, Site
+from slurmkit.slurm.scontrol import parse_show_job
 
 UNLIMITED = 10**9  # minutes / nodes: what Slurm's UNLIMITED compares as
 

@@ -1,7 +1,7 @@
 """Load YAML files keeping the line of every key, so errors can point at `file:line: key.path`.
 
 Also refuses, with a clear message, what is not a YAML mapping: empty, huge, binary or malformed files.
-PyYAML is imported only when text is parsed: a spec or site config remembered by slurmkit.configcache is not.
+PyYAML is imported only when text is parsed: a spec or site config remembered by slurmkit.config.cache is not.
 """
 
 from __future__ import annotations

@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slurmkit.discover import read_infiniband, run_command
+from slurmkit.config.units import format_cpulist, parse_cpulist
 from slurmkit.nccl import lint_env
-from slurmkit.site import NodeType, Site
-from slurmkit.units import format_cpulist, parse_cpulist
+from slurmkit.site.discover import read_infiniband, run_command
+from slurmkit.site.model import NodeType, Site
 
 PASS, WARN, FAIL, SKIP = "PASS", "WARN", "FAIL", "SKIP"
 EXIT = {PASS: 0, SKIP: 0, WARN: 1, FAIL: 2}

@@ -25,20 +25,21 @@ from pathlib import Path
 from typing import Any
 
 from slurmkit import __version__
-from slurmkit.modeldata import JobSpecData, SiteData, plain_copy
-from slurmkit.usercache import cache_dir
-from slurmkit.yamlsrc import Source, loads, read_text
+from slurmkit.config.modeldata import JobSpecData, SiteData, plain_copy
+from slurmkit.config.source import Source, loads, read_text
+from slurmkit.config.userdirs import cache_dir
 
 MAX_ENTRIES = 512  # each distinct spec (or --set) adds one (a few KiB); the least recently used go first
 _TOUCH_AFTER_S = 3600  # a hit marks its entry used (mtime) at most this often: no write on every render
 # The modules whose code decides what a valid spec or site config is, and what its copy holds.
-_MODEL_CODE = ("models.py", "spec.py", "site.py", "units.py", "yamlsrc.py", "modeldata.py", "configcache.py")
+_MODEL_CODE = ("config/strict.py", "spec.py", "site/model.py", "config/units.py", "config/source.py",
+               "config/modeldata.py", "config/cache.py")
 
 
 @functools.cache
 def _code_version() -> bytes:
-    here = Path(__file__).parent
-    files = [here / name for name in _MODEL_CODE]
+    package = Path(__file__).parents[1]
+    files = [package / name for name in _MODEL_CODE]
     for lib in ("pydantic", "pydantic_core"):  # located, not imported: importing pydantic is what we avoid
         with contextlib.suppress(ImportError, ValueError):
             spec = find_spec(lib)
@@ -111,7 +112,7 @@ def load_site(path: str | Path) -> SiteData:
     entry = key("site", str(path), text)
     site = get(entry)
     if not isinstance(site, SiteData):
-        from slurmkit.site import site_from_source
+        from slurmkit.site.model import site_from_source
 
         site = plain_copy(site_from_source(loads(text, str(path))))
         put(entry, site)

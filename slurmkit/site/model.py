@@ -12,12 +12,12 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from slurmkit.config.modeldata import GPUMixin, NodeTypeMixin, PartitionMixin, SiteMixin
+from slurmkit.config.source import Source, load
+from slurmkit.config.strict import Strict, validate
+from slurmkit.config.units import parse_cpulist, parse_mem_mib, parse_time_minutes
 from slurmkit.errors import SiteConfigError
-from slurmkit.modeldata import GPUMixin, NodeTypeMixin, PartitionMixin, SiteMixin
-from slurmkit.models import Strict, validate
-from slurmkit.sitelookup import find_site_file
-from slurmkit.units import parse_cpulist, parse_mem_mib, parse_time_minutes
-from slurmkit.yamlsrc import Source, load
+from slurmkit.site.lookup import find_site_file
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 

@@ -6,9 +6,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from slurmkit.config.source import Source
+from slurmkit.config.suggest import did_you_mean
 from slurmkit.errors import InputError, Problem
-from slurmkit.suggest import did_you_mean
-from slurmkit.yamlsrc import Source
 
 M = TypeVar("M", bound=BaseModel)
 
