@@ -1,14 +1,57 @@
-"""The backend interface: how slurmkit talks to Slurm (submit, find by tag, cancel). One module per backend."""
+"""The backend interface: the one door through which slurmkit talks to Slurm.
+
+Every job command (`sk submit/status/wait/logs/cancel/history`, the Python API) goes through a Backend, so a
+host that has only slurmrestd (or only pyslurm) can do everything a host with the Slurm CLI can. One module
+per backend (cli.py, rest.py, pyslurm.py); the registry is in backends/__init__.py.
+
+Contract (every backend, tested over all of them on the devcluster):
+* `submit` returns the new job's id; Slurm's refusals of what the user asked for raise InputError (exit 2),
+  an unreachable Slurm raises BackendUnavailable (the caller may retry: `find_by_tag` prevents a duplicate).
+* `jobs` answers for queued, running and (where the backend can see accounting) finished jobs; an array job
+  is returned one JobInfo per task (Slurm's own collapsed pending record `123_[4-9]` stays one entry), so
+  callers can treat an array as one unit. An id Slurm does not know is simply absent from the answer.
+* `cancel` says per id what happened; it never reports "cancelled" for a job that does not exist or had
+  already ended.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
+from slurmkit.job import JobInfo
 from slurmkit.request import SubmitRequest, SubmitResult
 
 
+@dataclass(frozen=True)
+class JobQuery:
+    """Which jobs `Backend.jobs` returns. Empty `ids` with no `user` means the calling user's jobs."""
+
+    ids: tuple[str, ...] = ()  # "123", "123_4" (one array task), "123+1" (het component)
+    user: str | None = None  # None: the calling user; "*": every user Slurm lets the caller see
+    name: str | None = None  # exact job name
+    since: int | None = None  # epoch seconds: finished jobs that ended after this (None: the backend's default)
+    finished: bool = True  # include jobs that have ended (from accounting where the backend has it)
+
+
+CancelOutcome = Literal["cancelled", "signalled", "not-found", "already-ended", "refused"]
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    job_id: str
+    outcome: CancelOutcome
+    message: str = ""  # Slurm's own words, or why it was refused
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in ("cancelled", "signalled")
+
+
 class Backend(ABC):
-    name: str = ""
+    name: ClassVar[str] = ""
 
     @abstractmethod
     def submit(self, request: SubmitRequest, *, test_only: bool = False) -> SubmitResult:
@@ -19,8 +62,16 @@ class Backend(ABC):
         """The job id a submission with this tag created, if Slurm has it (for idempotent retries)."""
 
     @abstractmethod
-    def cancel(self, ids: list[int]) -> None:
-        """Cancel jobs."""
+    def jobs(self, query: JobQuery) -> list[JobInfo]:
+        """The jobs matching `query`, one entry per array task (see the module docstring)."""
+
+    @abstractmethod
+    def cancel(self, ids: Sequence[str]) -> list[CancelResult]:
+        """Cancel jobs (an array id cancels every task); one result per id, in order."""
+
+    def job(self, job_id: str) -> list[JobInfo]:
+        """One job: its tasks if it is an array, else a one-element list; [] when Slurm does not know it."""
+        return self.jobs(JobQuery(ids=(job_id,), user="*"))
 
     def describe(self, request: SubmitRequest, *, test_only: bool = False) -> str:
         """The exact submission, for --dry-run."""
