@@ -12,7 +12,7 @@ SITE := site_config/devcluster.yaml
 $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install -q -U pip
-	$(VENV)/bin/pip install -q -e '.[all]'
+	$(VENV)/bin/pip install -q -e '.[all,test]'
 
 venv: $(VENV)/bin/python
 
