@@ -34,7 +34,7 @@ MUNGE_SOCKET=$DC_MUNGE/munge.socket.2
 # 25.11 (built from the vendored tarball by build-slurm, installed in a prefix stamped with the tarball's
 # sha256). `up` records the running one in $DC_VERSION_FILE ("<version> <prefix>"); down removes it.
 DC_SLURM_VERSIONS=(22.05 25.11)
-DC_SLURM_DEFAULT=22.05      # `up` without --slurm/DEVCLUSTER_SLURM (the quick path); .ci/run uses 25.11
+DC_SLURM_DEFAULT=22.05      # `up` with no --slurm, DEVCLUSTER_SLURM or running version (the quick path); CI: 25.11
 DC_VERSION_FILE=$DC_DIR/slurm-version
 DC_VENDOR=${DEVCLUSTER_VENDOR:-$DC_REPO/../shared/vendor}
 DC_SLURM_TARBALL=$DC_VENDOR/slurm-25.11.7.tar.xz
