@@ -60,6 +60,15 @@ def test_two_node_job_gets_the_allocated_gpus_and_types_from_scontrol():
     assert rec["elapsed_s"] == 3 and rec["flags"] is None and rec["source"] == "jobcomp"
 
 
+def test_slurm_25_11_allocation_is_read_from_alloctres():
+    # 25.11's scontrol prints ReqTRES= and AllocTRES= (no TRES=): the allocation is AllocTRES.
+    rec = hooks.jobcomp_record(env(JOBID="2511004", JOBSTATE="COMPLETED", SUBMIT="1796390278", START="1796390278",
+                                   END="1796390282", NODES="gpu[01-02]", NODECNT="2", PROCS="16"),
+                               show("scontrol-show-job-2node-running-25.11.txt"))
+    assert (rec["gpus"], rec["gpu_types"], rec["node_count"], rec["flags"]) == (4, "a100", 2, None)
+    assert rec["tres"] == "cpu=16,mem=32G,node=2,billing=16,gres/gpu=4,gres/gpu:a100=4"
+
+
 def test_requeued_run_is_recorded_as_requeued_with_the_run_it_was():
     # Slurm passes JOBSTATE=PENDING and scontrol already says Restarts=1 for the run that was requeued.
     rec = hooks.jobcomp_record(REQUEUED_RUN0, show("scontrol-show-job-requeued-pending.txt"))

@@ -29,9 +29,82 @@ DC_REST_USERS=(alice bob)   # one slurmrestd per user, running as that user (see
 export SLURM_CONF=$DC_ETC/slurm.conf
 MUNGE_SOCKET=$DC_MUNGE/munge.socket.2
 
+# ---------------------------------------------------------------- Slurm version
+# Two Slurm releases, one at a time: 22.05 (Debian bookworm's packages, binaries in /usr/bin, /usr/sbin) and
+# 25.11 (built from the vendored tarball by build-slurm, installed in a prefix stamped with the tarball's
+# sha256). `up` records the running one in $DC_VERSION_FILE ("<version> <prefix>"); down removes it.
+DC_SLURM_VERSIONS=(22.05 25.11)
+DC_SLURM_DEFAULT=22.05      # `up` with no --slurm, DEVCLUSTER_SLURM or running version (the quick path); CI: 25.11
+DC_VERSION_FILE=$DC_DIR/slurm-version
+DC_VENDOR=${DEVCLUSTER_VENDOR:-$DC_REPO/../shared/vendor}
+DC_SLURM_TARBALL=$DC_VENDOR/slurm-25.11.7.tar.xz
+DC_REST_JWT_PORT=16820      # 25.11 only: slurmrestd with rest_auth/jwt on 127.0.0.1
+DC_REST_JWT_USER=slurmrest  # the unprivileged user that slurmrestd runs as (it forwards each request's token)
+
+# dc_slurm_prefix SHA256: the install prefix of the vendored tarball with that sha256.
+dc_slurm_prefix() {
+    local v
+    v=$(basename "$DC_SLURM_TARBALL" .tar.xz)
+    echo "${DEVCLUSTER_SLURM_PREFIX:-/opt/${v}-${1:0:12}}"
+}
+
+# The version and prefix of the running devcluster ("22.05 /usr" or "25.11 /opt/slurm-..."), from
+# $DC_VERSION_FILE; nothing (exit 1) when none is recorded.
+dc_running_version() {
+    [[ -s $DC_VERSION_FILE ]] || return 1
+    local v p
+    read -r v p <"$DC_VERSION_FILE" || true
+    [[ -n $v && -n $p ]] || return 1
+    echo "$v $p"
+}
+
+# Commands of a 25.11 prefix linked into /usr/local/bin (daemons into /usr/local/sbin): ahead of Debian's
+# /usr/bin in every PATH (root, alice, bob, `runuser -l`, jobs), removed again by `down`.
+DC_LINK_DIRS=(/usr/local/bin /usr/local/sbin)
+
+# dc_unlink_slurm [KEEP]: remove the links in /usr/local/{bin,sbin} that point into a devcluster Slurm
+# prefix (/opt/slurm-*, or any prefix with build-slurm's stamp), except into KEEP: Debian's /usr/bin
+# commands are what remains.
+dc_unlink_slurm() {
+    local d l t top
+    for d in "${DC_LINK_DIRS[@]}"; do
+        for l in "$d"/*; do
+            [[ -L $l ]] || continue
+            t=$(readlink "$l")
+            case $t in */bin/* | */sbin/*) ;; *) continue ;; esac
+            top=${t%/*}
+            top=${top%/*}
+            [[ -n ${1:-} && $top == "$1" ]] && continue
+            if [[ $top == /opt/slurm-* || -e $top/.slurmkit-install ]]; then rm -f "$l"; fi
+        done
+    done
+}
+
+# dc_apt_install PACKAGE...: install the missing ones (no service of theirs started: policy-rc.d).
+dc_apt_install() {
+    local missing=() p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    ((${#missing[@]})) || return 0
+    dc_log "installing ${missing[*]}"
+    # Package scripts must not start system-wide munge/mariadb/slurm services (we run our own): deny
+    # service starts with a policy-rc.d for the duration, unless the machine already has one.
+    local policy=/usr/sbin/policy-rc.d made_policy=0
+    if [[ ! -e $policy ]]; then
+        printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && made_policy=1
+    fi
+    local apt=(apt-get -o DPkg::Lock::Timeout=600 -q)
+    "${apt[@]}" update >/dev/null
+    DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y --no-install-recommends "${missing[@]}" >/dev/null
+    ((made_policy)) && rm -f "$policy"
+    return 0
+}
+
 # Daemons in start order; `down` stops them in reverse. Each has $DC_RUN/<name>.pid and the
 # executable name that /proc/<pid>/comm must show (so a recycled pid is never killed).
-DC_DAEMONS=(munged mariadb slurmdbd slurmctld slurmd-gpu01 slurmd-gpu02 slurmrestd-alice slurmrestd-bob)
+# slurmrestd-jwt runs on 25.11 only (Debian's 22.05 has no auth/jwt).
+DC_DAEMONS=(munged mariadb slurmdbd slurmctld slurmd-gpu01 slurmd-gpu02 slurmrestd-alice slurmrestd-bob slurmrestd-jwt)
 
 dc_comm_of() {
     case $1 in

@@ -88,8 +88,11 @@ def jobcomp_record(env: dict[str, str], show: dict[str, str] | None) -> dict:
     }
     if show:
         if started:
-            rec["tres"] = show.get("TRES") or None
-            rec["gpus"], types = record.parse_gpu_tres(show.get("TRES", ""))
+            # Slurm 22.05 prints the allocation as TRES=; 25.11 prints ReqTRES= and AllocTRES= instead
+            # (src/scontrol/info_job.c), and no TRES=.
+            alloc = show.get("AllocTRES") or show.get("TRES") or ""
+            rec["tres"] = alloc or None
+            rec["gpus"], types = record.parse_gpu_tres(alloc)
             rec["gpu_types"] = ",".join(types) or None
         restarts = _int(show.get("Restarts")) or 0
         rec["run"] = max(0, restarts - 1) if requeued else restarts

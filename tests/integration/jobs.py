@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -10,6 +11,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SK = str(Path(sys.executable).parent / "sk")
 DEVSITE = str(ROOT / "site_config" / "devcluster.yaml")
+# The running devcluster's Slurm commands and daemons: Debian's 22.05 in /usr/bin and /usr/sbin, or 25.11 built
+# from source (its prefix, linked into /usr/local/bin by contrib/devcluster/up). A minimal PATH starts there.
+SLURM_BIN = str(Path(shutil.which("sbatch") or "/usr/bin/sbatch").resolve().parent)
+SLURM_SBIN = str(Path(SLURM_BIN).parent / "sbin")
+MIN_PATH = f"{SLURM_BIN}:/usr/bin:/bin" if SLURM_BIN != "/usr/bin" else "/usr/bin:/bin"
 # A one-GPU, one-process job; format with name= and cmd= (a bash command without double quotes).
 SPEC = """name: {name}
 launcher: none

@@ -20,7 +20,7 @@ import yaml
 
 from slurmkit.config.units import parse_cpulist
 from slurmkit.site.model import load_site
-from tests.integration.jobs import DEVSITE, fields, render_and_sbatch, wait
+from tests.integration.jobs import DEVSITE, MIN_PATH, fields, render_and_sbatch, wait
 
 pytestmark = pytest.mark.integration
 
@@ -279,7 +279,7 @@ gpus_per_node: 2
 cpus_per_gpu: 1
 mem_per_gpu: 100M
 time: "00:05:00"
-env: {{PATH: "{bindir}:{Path(sys.executable).parent}:/usr/bin:/bin"}}
+env: {{PATH: "{bindir}:{Path(sys.executable).parent}:{MIN_PATH}"}}
 preempt: {{signal: USR1, grace: 60, requeue: true, max_restarts: 0}}
 command: [{tmp_path / "rank.py"}]
 """, tmp_path)

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import as_user
-from tests.integration.jobs import DEVSITE, SK, SPEC
+from tests.integration.jobs import DEVSITE, MIN_PATH, SK, SPEC
 
 pytestmark = pytest.mark.integration
 
 PY = str(Path(sys.executable))
 SOCKET = "unix:/run/slurmkit-devcluster/rest-alice.sock"
-ENV = ["env", "-i", "PATH=/usr/bin:/bin", "HOME=/home/alice", "USER=alice", "LOGNAME=alice", "LANG=C.UTF-8",
+ENV = ["env", "-i", f"PATH={MIN_PATH}", "HOME=/home/alice", "USER=alice", "LOGNAME=alice", "LANG=C.UTF-8",
        f"SK_REST_URL={SOCKET}"]
 
 
@@ -108,7 +108,7 @@ def test_invalid_account_over_rest_is_a_clear_exit_2(alice_dir):
 
 
 def test_bob_is_refused_on_alices_socket_with_a_clear_message():
-    bob_env = ["env", "-i", "PATH=/usr/bin:/bin", "HOME=/home/bob", "USER=bob", "LANG=C.UTF-8"]
+    bob_env = ["env", "-i", f"PATH={MIN_PATH}", "HOME=/home/bob", "USER=bob", "LANG=C.UTF-8"]
     code = ("from slurmkit.backends.rest import RestBackend\nfrom slurmkit.errors import BackendUnavailable\n"
             f"try:\n    RestBackend({SOCKET!r}).find_by_tag('x')\n"
             "except BackendUnavailable as e:\n    print(e.format())\n")

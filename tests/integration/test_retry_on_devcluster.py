@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.jobs import DEVSITE, SK, SPEC
+from tests.integration.jobs import DEVSITE, MIN_PATH, SK, SLURM_SBIN, SPEC
 
 pytestmark = pytest.mark.integration
 
@@ -200,8 +200,8 @@ def private_slurmrestd():
     sock = work / "rest.sock"
     with open(work / "slurmrestd.log", "w") as log:
         daemon = subprocess.Popen(
-            ["setpriv", "--reuid=alice", "--regid=alice", "--init-groups", "env", "-i", "PATH=/usr/bin:/bin",
-             f"SLURM_CONF={work / 'slurm.conf'}", "/usr/sbin/slurmrestd", "-a", "rest_auth/local", f"unix:{sock}"],
+            ["setpriv", "--reuid=alice", "--regid=alice", "--init-groups", "env", "-i", f"PATH={MIN_PATH}",
+             f"SLURM_CONF={work / 'slurm.conf'}", f"{SLURM_SBIN}/slurmrestd", "-a", "rest_auth/local", f"unix:{sock}"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
     deadline = time.monotonic() + 20
     while not sock.exists() and time.monotonic() < deadline and daemon.poll() is None:
@@ -217,7 +217,7 @@ def test_rest_controller_back_after_3s_submits_exactly_once(private_slurmrestd):
     url, port, work = private_slurmrestd
     name = f"be-retry-rest-{uuid.uuid4().hex[:6]}"
     (work / "job.yaml").write_text(SPEC.format(name=name, cmd="true"))
-    env = ["env", "-i", "PATH=/usr/bin:/bin", "HOME=/home/alice", "USER=alice", "LANG=C.UTF-8", f"SK_REST_URL={url}"]
+    env = ["env", "-i", f"PATH={MIN_PATH}", "HOME=/home/alice", "USER=alice", "LANG=C.UTF-8", f"SK_REST_URL={url}"]
     proc = subprocess.Popen(["runuser", "-u", "alice", "--", *env, SK, "submit", "job.yaml", "--site", DEVSITE,
                              "--backend", "rest", "--json"], cwd=work, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
