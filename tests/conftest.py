@@ -37,6 +37,16 @@ def _cluster_ready() -> str | None:
     return f"nodes not usable: {bad}" if bad else None
 
 
+def running_slurm_version() -> tuple[int, int, int] | None:
+    """The version of the Slurm whose commands are on PATH (`sinfo -V`: "slurm 25.11.7"), or None."""
+    try:
+        out = subprocess.run(["sinfo", "-V"], capture_output=True, text=True, timeout=15).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    parts = out[-1].split(".") if out else []
+    return tuple(int(p) for p in parts[:3]) if len(parts) >= 3 and all(p.isdigit() for p in parts[:3]) else None
+
+
 @pytest.fixture(scope="session")
 def devcluster() -> Path:
     """The running devcluster (its state directory)."""

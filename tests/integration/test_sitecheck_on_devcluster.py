@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import as_user
+from tests.conftest import as_user, running_slurm_version
 from tests.integration.jobs import DEVSITE, SK
 
 pytestmark = pytest.mark.integration
@@ -21,14 +24,41 @@ def sk_check(*args: str, env: dict | None = None) -> subprocess.CompletedProcess
     return subprocess.run([SK, "site", "check", *args], capture_output=True, text=True, timeout=120, env=env)
 
 
-def test_shipped_devcluster_config_passes_clean(devcluster):
-    res = sk_check("--site", DEVSITE)
+@pytest.fixture
+def live_site() -> Iterator[Path]:
+    """The shipped devcluster config with `slurm_version` set to the running Slurm's series: the devcluster runs
+    22.05 or 25.11 (contrib/devcluster/up --slurm), the shipped file names CI's default, 25.11."""
+    major, minor, _ = running_slurm_version()
+    d = yaml.safe_load(Path(DEVSITE).read_text())
+    d["slurm_version"] = f"{major:02d}.{minor:02d}"
+    where = Path(tempfile.mkdtemp(prefix="sk-live-site-", dir="/tmp"))  # readable by alice, unlike tmp_path
+    where.chmod(0o755)
+    path = where / "devcluster.yaml"
+    path.write_text(yaml.safe_dump(d, sort_keys=False))
+    path.chmod(0o644)
+    yield path
+    shutil.rmtree(where, ignore_errors=True)
+
+
+def test_shipped_devcluster_config_passes_clean(devcluster, live_site):
+    res = sk_check("--site", str(live_site))
     assert res.returncode == 0, res.stdout + res.stderr
     assert "result: 0 error(s), 0 warning(s)" in res.stdout
     assert "gres.conf via slurmd -G on gpu01" in res.stdout  # Cores= really compared
-    out = json.loads(sk_check("--site", DEVSITE, "--json").stdout)
+    out = json.loads(sk_check("--site", str(live_site), "--json").stdout)
     assert out["findings"] == [] and out["checked"]["nodes"] == ["gpu01", "gpu02"]
-    assert out["cluster"] == "devcluster" and out["slurm_version"].startswith("22.05")
+    major, minor, _ = running_slurm_version()
+    assert out["cluster"] == "devcluster" and out["slurm_version"].startswith(f"{major:02d}.{minor:02d}")
+
+
+def test_shipped_devcluster_config_names_the_ci_default_version(devcluster):
+    """Its only possible finding is the version when the devcluster runs the other release (22.05)."""
+    out = json.loads(sk_check("--site", DEVSITE, "--json").stdout)
+    if running_slurm_version()[:2] == (25, 11):
+        assert out["findings"] == []
+    else:
+        (finding,) = out["findings"]
+        assert finding["check"] == "cluster.slurm_version" and finding["severity"] == "error"
 
 
 @pytest.fixture
@@ -87,8 +117,8 @@ def test_wrong_config_lists_each_mistake_with_its_fix(devcluster, wrong_site):
     assert "gres.conf on gpu01 has /dev/nvidia[4-7]" in human.stdout
 
 
-def test_runs_as_an_unprivileged_user(devcluster):
-    res = as_user("alice", [SK, "site", "check", "--site", DEVSITE], timeout=120)
+def test_runs_as_an_unprivileged_user(devcluster, live_site):
+    res = as_user("alice", [SK, "site", "check", "--site", str(live_site)], timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "result: 0 error(s), 0 warning(s)" in res.stdout
 
