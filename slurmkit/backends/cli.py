@@ -121,7 +121,7 @@ class CliBackend(Backend):
             argv.append(f"--name={query.name}")
         proc = self._run(argv)
         if proc.returncode != 0:
-            if slurm_errors.classify(proc.stderr) == "accounting-off":
+            if slurm_errors.classify(proc.stderr + proc.stdout) == "accounting-off":
                 self.limitations.append("accounting storage is disabled on this cluster: only jobs the "
                                         "controller still holds are shown (jobs that ended more than "
                                         "MinJobAge ago are missing)")
