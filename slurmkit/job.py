@@ -18,6 +18,11 @@ TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_
 EXIT_BY_STATE = {"COMPLETED": 0, "FAILED": 3, "TIMEOUT": 4, "CANCELLED": 5, "OUT_OF_MEMORY": 6, "NODE_FAIL": 7}
 _SEVERITY = ("FAILED", "OUT_OF_MEMORY", "TIMEOUT", "NODE_FAIL", "CANCELLED")
 EXIT_OTHER = 8
+EXIT_STUCK = 9  # `sk wait`: the job can never start by itself (a dependency that can never be met, or held)
+# Pending reasons (squeue/scontrol, the same over slurmrestd) after which waiting longer cannot help.
+STUCK_REASONS = {"DependencyNeverSatisfied": "its dependency can never be satisfied",
+                 "JobHeldUser": "it is held (release it with: scontrol release JOBID)",
+                 "JobHeldAdmin": "it is held by an administrator"}
 
 
 @dataclass
@@ -90,3 +95,12 @@ def wait_exit(jobs: Iterable[JobInfo]) -> int:
         return 0
     worst = next((s for s in _SEVERITY if s in states), None)
     return EXIT_BY_STATE[worst] if worst else EXIT_OTHER
+
+
+def stuck(jobs: Iterable[JobInfo]) -> str | None:
+    """Why these jobs can never end without someone acting (every live one pending for a STUCK_REASONS reason)."""
+    live = [j for j in jobs if not j.terminal]
+    reasons = {j.reason for j in live}
+    if live and all(j.state == "PENDING" for j in live) and reasons <= set(STUCK_REASONS):
+        return "; ".join(STUCK_REASONS[r] for r in sorted(reasons))
+    return None

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from slurmkit.errors import BackendUnavailable, InputError, JobNotFound
-from slurmkit.job import JobInfo, state_counts, task_count, wait_exit
+from slurmkit.job import JobInfo, state_counts, stuck, task_count, wait_exit
 from slurmkit.slurm import errors, fields
 from slurmkit.slurm.jobs import SEP, parse_sacct, parse_show_jobs, parse_squeue
 
@@ -131,3 +131,13 @@ def test_classified_messages_become_slurmkit_errors():
     bad = errors.error("sbatch: error: Batch job submission failed: Invalid account or account/partition")
     assert isinstance(bad, InputError) and bad.problems[0].key == "account"
     assert isinstance(errors.error("Invalid job id specified", "job 7"), JobNotFound)
+
+
+def test_stuck_only_when_every_live_task_waits_for_something_that_cannot_come():
+    held = parse_show_jobs(read("2511-scontrol-array-pending.txt"))  # Reason=JobHeldUser
+    assert stuck(held) and "held" in stuck(held)
+    never = JobInfo("1", "n", "u", "PENDING", reason="DependencyNeverSatisfied")
+    assert "can never be satisfied" in stuck([never])
+    assert stuck([never, JobInfo("2", "n", "u", "RUNNING")]) is None
+    assert stuck([JobInfo("3", "n", "u", "PENDING", reason="Priority")]) is None
+    assert stuck([JobInfo("4", "n", "u", "COMPLETED")]) is None

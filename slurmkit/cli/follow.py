@@ -168,11 +168,12 @@ def wait(job_id: str, timeout: float | None, interval: float, backend: str | Non
 
     \b
     0 COMPLETED (an array: every task), 3 FAILED, 4 TIMEOUT, 5 CANCELLED, 6 OUT_OF_MEMORY, 7 NODE_FAIL,
-    8 other, 124 --timeout reached. For an array, the worst task decides (FAILED before CANCELLED).
+    8 other, 9 it can never start by itself (DependencyNeverSatisfied, held), 124 --timeout reached.
+    For an array, the worst task decides (FAILED before CANCELLED).
     Example:  sk wait 1234 && echo done
     """
     from slurmkit.errors import JobNotFound
-    from slurmkit.job import state_counts, wait_exit
+    from slurmkit.job import EXIT_STUCK, state_counts, stuck, wait_exit
 
     be = _backend(site_path, backend)
     start = time.monotonic()
@@ -191,6 +192,10 @@ def wait(job_id: str, timeout: float | None, interval: float, backend: str | Non
                 click.echo(f"array {job_id}: {_summary(state_counts(tasks))}; not completed: "
                            f"{', '.join(failed)}", err=True)
             sys.exit(wait_exit(tasks))
+        why = stuck(tasks)
+        if why:
+            click.echo(f"job {job_id} will not start by itself: {why}", err=True)
+            sys.exit(EXIT_STUCK)
         if timeout is not None and time.monotonic() - start > timeout:
             click.echo(f"job {job_id} still {_summary(state_counts(tasks))} after {timeout:.0f}s", err=True)
             sys.exit(124)

@@ -184,3 +184,24 @@ def test_status_with_accounting_storage_disabled_falls_back_to_squeue_and_says_s
         assert hist.returncode == 0 and "accounting storage is disabled" in hist.stderr
     finally:
         subprocess.run(["scancel", job], check=False)
+
+
+def test_wait_stops_on_a_dependency_that_can_never_be_met_and_on_a_held_job(workdir):
+    failed = _submit(workdir, ARRAY.split("array:")[0] + 'command: [bash, -c, "exit 1"]\n', "root")
+    dep = _submit(workdir, ARRAY.split("array:")[0].replace("ct-cli-arr", "ct-dep")
+                  + f'command: [bash, -c, "true"]\ndependency: {{afterok: [{failed}]}}\n', "root")
+    held = _root_job_held()
+    try:
+        run = sk("wait", dep, "--interval", "0.5", "--timeout", "60")
+        assert run.returncode == 9, run.stderr
+        assert f"job {dep} will not start by itself: its dependency can never be satisfied" in run.stderr
+        run = sk("wait", held, "--interval", "0.5", "--timeout", "60")
+        assert run.returncode == 9 and "it is held" in run.stderr, run.stderr
+    finally:
+        subprocess.run(["scancel", dep, held], check=False)
+
+
+def _root_job_held() -> str:
+    out = subprocess.run(["sbatch", "--parsable", "--hold", "-J", "ct-held", "--time=1", "--mem=100M",
+                          "-o", "/dev/null", "--wrap=true"], capture_output=True, text=True, check=True).stdout
+    return out.strip().split(";")[0]
