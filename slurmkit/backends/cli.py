@@ -8,6 +8,8 @@ jobs(): queued, running and recently ended jobs from the controller (squeue --st
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import shlex
 import subprocess
 import time
@@ -110,8 +112,8 @@ class CliBackend(Backend):
         if ids:
             argv.append("--jobs=" + ",".join(i.split("_[")[0] for i in ids))  # -j searches all time
         else:
-            since = query.since if query.since is not None else int(time.time()) - DEFAULT_SINCE_S
-            argv += [f"--starttime={_slurm_time(since)}", "--endtime=now",
+            assert query.since is not None  # jobs() fills in the default window
+            argv += [f"--starttime={_slurm_time(query.since)}", "--endtime=now",
                      "--state=" + ",".join(slurm_jobs.ENDED_STATES)]
         if query.user == "*" or (ids and query.user is None):  # ids alone: whoever's they are
             argv.append("--allusers")
@@ -148,7 +150,10 @@ class CliBackend(Backend):
             if not query.finished:
                 found = [j for j in found if not j.terminal]
             return _unique(found)
-        live = [j for j in self._squeue(query) if query.finished or not j.terminal]
+        since = query.since if query.since is not None else int(time.time()) - DEFAULT_SINCE_S
+        query = dataclasses.replace(query, since=since)
+        # The controller still holds ended jobs for MinJobAge: only those that ended in the window count.
+        live = [j for j in self._squeue(query) if not j.terminal or (query.finished and _ended_since(j, since))]
         ended = (self._sacct(query) or []) if query.finished else []
         done = {j.job_id for j in ended}
         # For a job both know, accounting has its exit code; the controller has the rest (and pending tasks).
@@ -161,6 +166,16 @@ class CliBackend(Backend):
         proc = self._run(["scancel", job_id])
         words = slurm_errors.strip(proc.stderr)
         return None if proc.returncode == 0 and not words else words or f"scancel exited {proc.returncode}"
+
+
+def _ended_since(job: JobInfo, since: int) -> bool:
+    """Whether an ended job's end (Slurm's local ISO time) is at or after `since`; unknown ends count."""
+    if not job.end_time:
+        return True
+    try:
+        return datetime.datetime.fromisoformat(job.end_time).timestamp() >= since
+    except ValueError:
+        return True
 
 
 def _unique(jobs: list[JobInfo]) -> list[JobInfo]:

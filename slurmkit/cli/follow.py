@@ -89,7 +89,8 @@ def _rows(jobs: list[JobInfo], expand: bool) -> Iterable[str]:
     for unit, members in groups.items():
         first = members[0]
         if len(members) == 1 and (expand or not first.array_job_id):
-            extra = first.exit_code if first.terminal else (first.reason or first.start_time or "")
+            extra = first.exit_code if first.terminal else first.reason or (
+                f"expected start {first.start_time}" if first.state == "PENDING" and first.start_time else "")
             yield _line(first.job_id, first, first.state, extra)
             continue
         counts = state_counts(members)
