@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,21 @@ def _root_job_held() -> str:
     out = subprocess.run(["sbatch", "--parsable", "--hold", "-J", "ct-held", "--time=1", "--mem=100M",
                           "-o", "/dev/null", "--wrap=true"], capture_output=True, text=True, check=True).stdout
     return out.strip().split(";")[0]
+
+
+def test_logs_follow_of_a_pending_job_says_so_and_follows_once_it_starts(workdir):
+    out = subprocess.run(["sbatch", "--parsable", "--hold", "-J", "ct-follow", "--time=1", "--mem=100M",
+                          f"--output={workdir}/follow-%j.out", "--wrap=echo started-ok"],
+                         capture_output=True, text=True, check=True).stdout
+    job = out.strip().split(";")[0]
+    follower = subprocess.Popen([SK, "logs", "-f", job, "--site", DEVSITE], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(3)
+        subprocess.run(["scontrol", "release", job], check=True)
+        stdout, stderr = follower.communicate(timeout=60)
+    finally:
+        follower.kill()
+        subprocess.run(["scancel", job], check=False)
+    assert f"job {job} is pending (JobHeldUser); waiting for it to start" in stderr
+    assert stdout == "started-ok\n" and follower.returncode == 0
