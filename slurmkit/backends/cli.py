@@ -81,13 +81,8 @@ class CliBackend(Backend):
                                     "the field separator 0x1f) and are left out")
 
     def _squeue(self, query: JobQuery) -> list[JobInfo]:
-        argv = ["squeue", "--noheader", "--states=all", f"--format={slurm_jobs.squeue_format()}"]
-        if query.user == "*":
-            argv.append("--all")
-        else:
-            argv.append(f"--user={query.user or slurm_jobs.me()}")
-        if query.name:
-            argv.append(f"--name={query.name}")
+        argv = ["squeue", "--noheader", "--states=all", f"--format={slurm_jobs.squeue_format()}",
+                *_who(query, "--all")]  # squeue lists every user unless told --user; --all: hidden partitions too
         proc = self._run(argv)
         if proc.returncode != 0:
             raise slurm_errors.error(proc.stderr, "job list")
@@ -115,12 +110,7 @@ class CliBackend(Backend):
             assert query.since is not None  # jobs() fills in the default window
             argv += [f"--starttime={_slurm_time(query.since)}", "--endtime=now",
                      "--state=" + ",".join(slurm_jobs.ENDED_STATES)]
-        if query.user == "*" or (ids and query.user is None):  # ids alone: whoever's they are
-            argv.append("--allusers")
-        else:
-            argv.append(f"--user={query.user or slurm_jobs.me()}")
-        if query.name:
-            argv.append(f"--name={query.name}")
+        argv += _who(query, "--allusers", by_id=bool(ids))
         proc = self._run(argv)
         if proc.returncode != 0:
             if slurm_errors.classify(proc.stderr + proc.stdout) == "accounting-off":
@@ -166,6 +156,13 @@ class CliBackend(Backend):
         proc = self._run(["scancel", job_id])
         words = slurm_errors.strip(proc.stderr)
         return None if proc.returncode == 0 and not words else words or f"scancel exited {proc.returncode}"
+
+
+def _who(query: JobQuery, everyone: str, *, by_id: bool = False) -> list[str]:
+    """squeue/sacct options for whose jobs and which name: the caller's unless "*" (or ids alone: whoever's)."""
+    mine = query.user != "*" and not (by_id and query.user is None)
+    return [f"--user={query.user or slurm_jobs.me()}" if mine else everyone,
+            *([f"--name={query.name}"] if query.name else [])]
 
 
 def _ended_since(job: JobInfo, since: int) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pwd
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from slurmkit.job import TERMINAL, JobInfo
@@ -65,9 +66,8 @@ def _array(job_id: str, array_job_id: str | None, task: str | None) -> tuple[str
     return (f.text(array_job_id) or base), task
 
 
-def parse_squeue(text: str) -> Parsed:
-    out = Parsed()
-    names = list(SQUEUE_FIELDS)
+def _rows(text: str, names: tuple[str, ...] | list[str], out: Parsed) -> Iterator[dict[str, str]]:
+    """The SEP-separated lines of `text` as dicts; a line with the wrong field count is counted in `out`."""
     for line in text.splitlines():
         if not line.strip():
             continue
@@ -75,7 +75,12 @@ def parse_squeue(text: str) -> Parsed:
         if len(parts) != len(names):
             out.unreadable += 1
             continue
-        r = dict(zip(names, parts, strict=True))
+        yield dict(zip(names, parts, strict=True))
+
+
+def parse_squeue(text: str) -> Parsed:
+    out = Parsed()
+    for r in _rows(text, list(SQUEUE_FIELDS), out):
         array_job_id, task = _array(r["job_id"], r["array_job_id"], r["array_task"])
         nodes = int(r["num_nodes"]) if r["num_nodes"].isdigit() else 1
         state = f.base_state(r["state"])
@@ -123,14 +128,7 @@ def parse_show_jobs(text: str) -> list[JobInfo]:
 
 def parse_sacct(text: str) -> Parsed:
     out = Parsed()
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        parts = line.split(SEP)
-        if len(parts) != len(SACCT_FIELDS):
-            out.unreadable += 1
-            continue
-        r = dict(zip(SACCT_FIELDS, parts, strict=True))
+    for r in _rows(text, SACCT_FIELDS, out):
         array_job_id, task = _array(r["JobID"], None, None)
         nodes = int(r["NNodes"]) if r["NNodes"].isdigit() else 1
         out.jobs.append(JobInfo(
