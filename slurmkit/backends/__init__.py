@@ -46,10 +46,6 @@ def _pyslurm(site: Any = None) -> Backend:
     return PyslurmBackend()
 
 
-def builtin_names() -> list[str]:
-    return [AUTO, *_BUILTIN]
-
-
 def available() -> dict[str, Factory]:
     """Every backend this installation can build: the built-ins, then the entry points (which never replace one)."""
     found = dict(_BUILTIN)
@@ -89,17 +85,16 @@ def _factory(choice: str, site: Any, from_site: bool) -> Factory:
 
 
 def _line_of_backend(file: str | None) -> int | None:
-    """The line of the site file's top-level `backend:` key (only read when its value is wrong)."""
+    """The line of the site file's `backend:` key (read only when its value is wrong)."""
     if not file:
         return None
+    from slurmkit.config.source import load
+    from slurmkit.errors import SlurmkitError
+
     try:
-        with open(file, encoding="utf-8") as fh:
-            for number, line in enumerate(fh, 1):
-                if line.startswith("backend:"):
-                    return number
-    except OSError:
-        pass
-    return None
+        return load(file).line_of(("backend",))
+    except SlurmkitError:
+        return None
 
 
 def get_backend(name: str | None, site: Any = None) -> Backend:
