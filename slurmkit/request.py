@@ -23,10 +23,6 @@ class SubmitRequest:
     environment: dict[str, str] = field(default_factory=dict)
     source: str | None = None  # spec file it came from
 
-    def materialize(self) -> str:
-        """The exact script that will be submitted."""
-        return self.script
-
 
 @dataclass
 class SubmitResult:

@@ -21,9 +21,10 @@ import types
 import pytest
 
 from slurmkit.backends import get_backend
+from slurmkit.backends.base import JobQuery
 from slurmkit.backends.cli import CliBackend
 from slurmkit.backends.pyslurm import PyslurmBackend, description_kwargs, detect
-from slurmkit.errors import BackendUnavailable, InputError, JobNotFound
+from slurmkit.errors import BackendUnavailable, InputError
 from slurmkit.request import SubmitRequest
 from slurmkit.submission import submit
 
@@ -162,12 +163,16 @@ def test_submit_find_status_cancel_through_the_documented_calls():
     assert result.backend == "pyslurm" and result.job_id == 1000
     assert ps.submitted[0].comment == "sk:tag123" and ps.submitted[0].script.startswith("#!")
     assert be.find_by_tag("tag123") == 1000 and be.find_by_tag("other") is None
-    [info] = be.status(1000)
+    [info] = be.job("1000")
     assert (info.job_id, info.name, info.state, info.comment) == ("1000", "be-py", "PENDING", "sk:tag123")
-    be.cancel([1000])
-    assert be.status(1000)[0].state == "CANCELLED"
-    with pytest.raises(JobNotFound):
-        be.status(4242)
+    assert [j.job_id for j in be.jobs(JobQuery(user="alice"))] == ["1000"]  # the fake says user_name alice
+    assert be.jobs(JobQuery(user="bob")) == [] and be.jobs(JobQuery(name="other", user="*")) == []
+    assert [(r.job_id, r.outcome) for r in be.cancel(["1000"])] == [("1000", "cancelled")]
+    assert be.job("1000")[0].state == "CANCELLED"
+    # Truthful: a second cancel of the ended job, and an id Slurm does not know, are never "cancelled".
+    assert [(r.outcome, r.ok) for r in be.cancel(["1000", "4242"])] == [("already-ended", False),
+                                                                        ("not-found", False)]
+    assert be.job("4242") == []
 
 
 def test_slurms_refusal_maps_like_the_cli_backend():

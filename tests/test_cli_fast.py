@@ -56,7 +56,7 @@ def test_the_fast_path_passes_exactly_what_click_passes(argv, sk_site, monkeypat
     ["render", EXAMPLE, "--site", DGX, "--site", DGX], ["render", EXAMPLE, "-o=x.sbatch"],
     ["render", EXAMPLE, "-ox.sbatch"], ["render", "--", EXAMPLE], ["render", "-"], ["render", str(ROOT)],
     ["render", EXAMPLE, "-o", str(ROOT)], ["render", EXAMPLE, "--explain=yes"], ["render", EXAMPLE, "--site="],
-    ["submit", EXAMPLE, "--backend", "slurm"], ["submit", EXAMPLE, "--json", "--json"], ["templates"], [],
+    ["submit", EXAMPLE, "--json", "--json"], ["templates"], [],
     ["--version"], ["render", EXAMPLE, "--json"], ["validate", EXAMPLE, "--explain"],
 ], ids=lambda a: " ".join(Path(x).name for x in a) or "(none)")
 def test_anything_unusual_is_left_to_click(argv):
@@ -81,8 +81,8 @@ def test_the_fast_path_knows_every_option_of_the_click_command(name):
     (arg,) = [p for p in cmd.params if isinstance(p, click.Argument)]
     assert (arg.name, arg.nargs == -1) == (known.files, known.many)
     for p in cmd.params:
-        if isinstance(p.type, click.Choice):
-            assert tuple(p.type.choices) == known.choices[p.name]
+        # The fast path checks no value lists: a click.Choice would be refused by click alone.
+        assert not isinstance(p.type, click.Choice), p.name
         if p.envvar:
             assert known.envvars[p.name] == p.envvar
 
@@ -105,6 +105,7 @@ def _via_sk(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     ("render", EXAMPLE, "--site", DGX, "--set", "nccl.env.NCCL_TOPO=1"),
     ("render", EXAMPLE, "--site", "/nonexistent/site.yaml"),
     ("submit", EXAMPLE, "--site", DGX, "--set", "nodes=99", "--backend", "cli"),
+    ("submit", EXAMPLE, "--site", DGX, "--dry-run", "--backend", "clii"),  # not registered: did you mean
 ], ids=lambda a: " ".join(Path(x).name for x in a))
 def test_output_and_exit_status_are_the_same_as_through_click(args):
     fast_run, click_run = _via_sk(*args), _via_click(*args)

@@ -1,74 +1,108 @@
 """Backends: how slurmkit talks to Slurm. Built-ins are registered here; third-party backends come from the
-entry-point group `slurmkit.backends` and add to, never replace, the built-ins."""
+entry-point group `slurmkit.backends` and add to, never replace, the built-ins.
+
+Every factory, built-in or entry point, is called with the site config (or None) and returns a Backend:
+an entry point may name a Backend subclass whose __init__ takes `site`, or any such callable.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from slurmkit.backends.base import Backend
-from slurmkit.errors import InputError, Problem
-from slurmkit.request import SubmitRequest
+from slurmkit.errors import InputError, Problem, SiteConfigError
 
-_BUILTIN: dict[str, Callable[[], Backend]] = {}
-_NEEDS_SITE: set[str] = set()  # built-ins whose factory takes the site config (rest: its rest_url)
+Factory = Callable[[Any], Backend]
+_BUILTIN: dict[str, Factory] = {}
+AUTO = "auto"
 
 
-def register(name: str, *, needs_site: bool = False) -> Callable:
-    def deco(factory: Callable[..., Backend]) -> Callable[..., Backend]:
+def register(name: str) -> Callable[[Factory], Factory]:
+    def deco(factory: Factory) -> Factory:
         _BUILTIN[name] = factory
-        if needs_site:
-            _NEEDS_SITE.add(name)
         return factory
     return deco
 
 
 @register("cli")
-def _cli() -> Backend:
+def _cli(site: Any = None) -> Backend:
     from slurmkit.backends.cli import CliBackend
 
     return CliBackend()
 
 
-@register("rest", needs_site=True)
-def _rest(site=None) -> Backend:
+@register("rest")
+def _rest(site: Any = None) -> Backend:
     from slurmkit.backends.rest import RestBackend
 
     return RestBackend.from_site(site)
 
 
 @register("pyslurm")
-def _pyslurm() -> Backend:
+def _pyslurm(site: Any = None) -> Backend:
     from slurmkit.backends.pyslurm import PyslurmBackend
 
     return PyslurmBackend()
 
 
-def available() -> dict[str, Callable[[], Backend]]:
+def available() -> dict[str, Factory]:
+    """Every backend this installation can build: the built-ins, then the entry points (which never replace one)."""
     found = dict(_BUILTIN)
     from importlib.metadata import entry_points
 
     for ep in entry_points(group="slurmkit.backends"):
-        found.setdefault(ep.name, ep.load)
+        found.setdefault(ep.name, lambda site, ep=ep: ep.load()(site))  # imported only when chosen
     return found
 
 
-def get_backend(name: str | None, site=None) -> Backend:
-    """By name, else the site config's backend, else auto-detect (the cli backend where nothing else fits)."""
-    choice = name or (site.backend if site is not None else "auto")
-    if choice == "auto":  # pyslurm when it imports and matches the running Slurm, else cli
-        from slurmkit.backends.pyslurm import detect
+def names() -> list[str]:
+    """The names `--backend` and the site's `backend:` accept (scans the entry points)."""
+    return [AUTO, *available()]
 
-        choice = "pyslurm" if detect().usable else "cli"
+
+def _auto() -> str:
+    """pyslurm when it imports and matches the running Slurm, else cli."""
+    from slurmkit.backends.pyslurm import detect
+
+    return "pyslurm" if detect().usable else "cli"
+
+
+def _factory(choice: str, site: Any, from_site: bool) -> Factory:
     if choice in _BUILTIN:  # entry points never replace a built-in: skip scanning them (importlib.metadata)
-        return _BUILTIN[choice](site) if choice in _NEEDS_SITE else _BUILTIN[choice]()
+        return _BUILTIN[choice]
     backends = available()
-    if choice not in backends:
-        from slurmkit.config.suggest import did_you_mean
+    if choice in backends:
+        return backends[choice]
+    from slurmkit.config.suggest import did_you_mean
 
-        raise InputError(Problem(f"backend {choice!r} is not available here", key="backend",
-                                 hint=did_you_mean(choice, backends)))
-    return backends[choice](site) if choice in _NEEDS_SITE else backends[choice]()
+    hint = did_you_mean(choice, names())
+    if from_site:
+        file = getattr(site, "source_file", None)
+        raise SiteConfigError(Problem(f"backend {choice!r} is not a backend installed here", file=file,
+                                      key="backend", line=_line_of_backend(file), hint=hint))
+    raise InputError(Problem(f"backend {choice!r} is not a backend installed here", key="--backend", hint=hint))
 
 
-def describe_submission(name: str | None, request: SubmitRequest, *, test_only: bool = False) -> str:
-    return get_backend(name if name != "auto" else None).describe(request, test_only=test_only)
+def _line_of_backend(file: str | None) -> int | None:
+    """The line of the site file's `backend:` key (read only when its value is wrong)."""
+    if not file:
+        return None
+    from slurmkit.config.source import load
+    from slurmkit.errors import SlurmkitError
+
+    try:
+        return load(file).line_of(("backend",))
+    except SlurmkitError:
+        return None
+
+
+def get_backend(name: str | None, site: Any = None) -> Backend:
+    """By name (`--backend`), else the site config's `backend:`, else auto-detect (cli where nothing else fits).
+    A name that is not registered is an InputError with a did-you-mean (located in the site file when it
+    came from there)."""
+    choice = name or (getattr(site, "backend", None) if site is not None else None) or AUTO
+    from_site = not name and site is not None and choice != AUTO
+    if choice == AUTO:
+        choice = _auto()
+    return _factory(choice, site, from_site)(site)

@@ -17,7 +17,7 @@ Contract (every backend, tested over all of them on the devcluster):
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -27,7 +27,8 @@ from slurmkit.request import SubmitRequest, SubmitResult
 
 @dataclass(frozen=True)
 class JobQuery:
-    """Which jobs `Backend.jobs` returns. Empty `ids` with no `user` means the calling user's jobs."""
+    """Which jobs `Backend.jobs` returns. Empty `ids` with no `user` means the calling user's jobs; given `ids`
+    with no `user` means those jobs, whoever's they are (as far as Slurm lets the caller see them)."""
 
     ids: tuple[str, ...] = ()  # "123", "123_4" (one array task), "123+1" (het component)
     user: str | None = None  # None: the calling user; "*": every user Slurm lets the caller see
@@ -52,6 +53,8 @@ class CancelResult:
 
 class Backend(ABC):
     name: ClassVar[str] = ""
+    # Set by `jobs`: sentences on what its last answer could not show, for the CLI to print (stderr).
+    limitations: Sequence[str] = ()
 
     @abstractmethod
     def submit(self, request: SubmitRequest, *, test_only: bool = False) -> SubmitResult:
@@ -61,14 +64,14 @@ class Backend(ABC):
     def find_by_tag(self, tag: str) -> int | None:
         """The job id a submission with this tag created, if Slurm has it (for idempotent retries)."""
 
-    # TRANSITION (this session): abstract once every built-in backend implements them.
+    @abstractmethod
     def jobs(self, query: JobQuery) -> list[JobInfo]:
-        """The jobs matching `query`, one entry per array task (see the module docstring)."""
-        raise NotImplementedError(f"backend {self.name} does not implement jobs() yet")
+        """The jobs matching `query`, one entry per array task (see the module docstring). What the answer
+        could not include (e.g. finished jobs, with accounting storage disabled) is in `limitations`."""
 
+    @abstractmethod
     def cancel(self, ids: Sequence[str]) -> list[CancelResult]:
         """Cancel jobs (an array id cancels every task); one result per id, in order."""
-        raise NotImplementedError(f"backend {self.name} does not implement cancel() yet")
 
     def job(self, job_id: str) -> list[JobInfo]:
         """One job: its tasks if it is an array, else a one-element list; [] when Slurm does not know it."""
@@ -77,3 +80,31 @@ class Backend(ABC):
     def describe(self, request: SubmitRequest, *, test_only: bool = False) -> str:
         """The exact submission, for --dry-run."""
         return f"{self.name} submission of {request.name!r} with tag sk:{request.tag}"
+
+
+def cancel_each(ids: Sequence[str], known: Callable[[str], list[JobInfo]],
+                send: Callable[[str], str | None]) -> list[CancelResult]:
+    """The truthful cancel every backend shares: ask first whether Slurm knows the job and whether it is still
+    queued or running (scancel and slurmrestd accept a finished job without complaint on some releases), then
+    `send` the cancel, which returns Slurm's complaint or None; a race with the job's end is read from the
+    complaint (slurmkit/slurm/errors.py)."""
+    from slurmkit.slurm.errors import classify
+
+    results = []
+    for job_id in map(str, ids):
+        records = known(job_id)
+        if not records:
+            results.append(CancelResult(job_id, "not-found", "Slurm knows no such job"))
+            continue
+        if all(j.terminal for j in records):
+            states = ", ".join(sorted({j.state for j in records}))
+            results.append(CancelResult(job_id, "already-ended", f"it had already ended ({states})"))
+            continue
+        complaint = send(job_id)
+        if complaint is None:
+            results.append(CancelResult(job_id, "cancelled"))
+            continue
+        kind = classify(complaint)
+        results.append(CancelResult(job_id, kind if kind in ("not-found", "already-ended") else "refused",
+                                    complaint))
+    return results

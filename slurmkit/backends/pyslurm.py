@@ -34,13 +34,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from slurmkit.backends.base import Backend
-from slurmkit.backends.cli import _error
-from slurmkit.errors import BackendUnavailable, InputError, JobNotFound, Problem
+from slurmkit.backends.base import Backend, CancelResult, JobQuery, cancel_each
+from slurmkit.errors import BackendUnavailable, InputError, Problem
 from slurmkit.job import JobInfo
 from slurmkit.request import SubmitRequest, SubmitResult
-
-NEEDS_SLURM = (25, 11)  # the pyslurm series slurmkit's extra pins (pyproject: pyslurm>=25.11,<25.12)
+from slurmkit.slurm import errors as slurm_errors
+from slurmkit.slurm.jobs import me as slurm_me
 
 
 def _flag(v: str | None) -> bool:
@@ -161,7 +160,9 @@ def detect(*, find_spec: Callable = importlib.util.find_spec, import_module: Cal
 
 def _job_info(job: Any) -> JobInfo:
     jid = str(job.id)
+    array_job_id = task = None
     if job.array_id and job.array_task_id is not None:
+        array_job_id, task = str(job.array_id), str(job.array_task_id)
         jid = f"{job.array_id}_{job.array_task_id}"
     secs = int(job.run_time or 0)
     h, rem = divmod(secs, 3600)
@@ -169,7 +170,7 @@ def _job_info(job: Any) -> JobInfo:
     return JobInfo(jid, job.name or "", job.user_name or "", job.state or "", job.state_reason or "",
                    f"{job.exit_code or 0}:{job.exit_code_signal or 0}", job.partition or "",
                    job.allocated_nodes or "", elapsed, job.standard_output or None, job.standard_error or None,
-                   job.comment or None)
+                   job.comment or None, array_job_id=array_job_id, array_task=task)
 
 
 class PyslurmBackend(Backend):
@@ -190,7 +191,7 @@ class PyslurmBackend(Backend):
 
     def _rpc(self, exc: Exception) -> Exception:
         # pyslurm.RPCError carries Slurm's own message (slurm_strerror), the same text sbatch prints.
-        return _error(str(exc))
+        return slurm_errors.error(str(exc))
 
     def describe(self, request: SubmitRequest, *, test_only: bool = False) -> str:
         kwargs = description_kwargs(request)
@@ -222,19 +223,40 @@ class PyslurmBackend(Backend):
                 return int(job.array_id or job.id)
         return None
 
-    def status(self, job_id: int) -> list[JobInfo]:
+    def _job(self, job_id: str) -> list[JobInfo]:
         ps = self.pyslurm
         try:
-            return [_job_info(ps.Job.load(int(job_id)))]
+            return [_job_info(ps.Job.load(int(job_id.split("_")[0])))]
         except ps.RPCError as exc:
-            if "Invalid job id" in str(exc):
-                raise JobNotFound(f"Slurm knows no job {job_id}", hint="see your jobs with: sk history") from exc
+            if slurm_errors.classify(str(exc)) == "not-found":
+                return []
             raise self._rpc(exc) from exc
 
-    def cancel(self, ids: list[int]) -> None:
-        ps = self.pyslurm
-        for job_id in ids:
+    def jobs(self, query: JobQuery) -> list[JobInfo]:
+        # The controller's jobs only (pyslurm.db is not read): a job that left it (MinJobAge) is absent.
+        self.limitations = ["pyslurm backend: finished jobs are shown only while the controller holds them "
+                            "(MinJobAge); accounting is not read"] if query.finished else []
+        if query.ids:
+            found = [j for job_id in query.ids for j in self._job(str(job_id))]
+        else:
+            ps = self.pyslurm
             try:
-                ps.Job(int(job_id)).cancel()
+                loaded = ps.Jobs.load()
             except ps.RPCError as exc:
                 raise self._rpc(exc) from exc
+            me = slurm_me()
+            found = [_job_info(j) for j in loaded.values()
+                     if query.user == "*" or j.user_name == (query.user or me)]
+            found = [j for j in found if query.name is None or j.name == query.name]
+        return [j for j in found if query.finished or not j.terminal]
+
+    def cancel(self, ids) -> list[CancelResult]:
+        return cancel_each(ids, self._job, self._cancel_one)
+
+    def _cancel_one(self, job_id: str) -> str | None:
+        ps = self.pyslurm
+        try:
+            ps.Job(int(job_id.split("_")[0])).cancel()
+        except ps.RPCError as exc:
+            return str(exc)
+        return None

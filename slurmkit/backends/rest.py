@@ -50,12 +50,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from slurmkit.backends.base import Backend
-from slurmkit.backends.cli import _UNREACHABLE, _USER_ERRORS
+from slurmkit.backends.base import Backend, CancelResult, JobQuery, cancel_each
 from slurmkit.config.units import parse_mem_mib, parse_time_minutes
-from slurmkit.errors import BackendError, BackendUnavailable, InputError, JobNotFound, Problem
+from slurmkit.errors import BackendError, BackendUnavailable, InputError, Problem
 from slurmkit.job import JobInfo
 from slurmkit.request import SubmitRequest, SubmitResult
+from slurmkit.slurm import errors as slurm_errors
+from slurmkit.slurm.jobs import me as slurm_me
 
 SUPPORTED = ("v0.0.38",)
 _NOT_FOUND_TEXT = "Unable find requested URL"  # slurmrestd 22.05's 404 body (plain text)
@@ -173,20 +174,17 @@ def _messages(doc: dict[str, Any]) -> list[str]:
 
 
 def error_from(status: int, doc: dict[str, Any], what: str) -> Exception:
-    """A slurmrestd error answer as slurmkit's errors (user mistakes -> InputError, exit 2)."""
+    """A slurmrestd error answer as slurmkit's errors (Slurm's words classified by slurmkit/slurm/errors.py)."""
     text = "; ".join(_messages(doc)) or f"HTTP {status}"
-    if any(m.lower() in text.lower() for m in _UNREACHABLE):
-        return BackendUnavailable(f"Slurm controller unreachable (via slurmrestd): {text}",
-                                  hint="the submission is tagged; retrying later will not create a duplicate")
-    for needle, (key, hint) in _USER_ERRORS.items():
-        if needle.lower() in text.lower():
-            return InputError(Problem(f"Slurm refused the job: {text}", key=key, hint=hint))
-    if "Invalid job id" in text:
-        return JobNotFound(f"Slurm knows no job {what}", hint="see your jobs with: sk history")
-    if status == 400:
+    if status == 400 and slurm_errors.classify(text) == "other":
         return InputError(Problem(f"slurmrestd could not parse the {what}: {text}",
                                   hint="an option value is not accepted by this slurmrestd; try --backend cli"))
-    return BackendError(f"slurmrestd refused the {what}: {text}")
+    exc = slurm_errors.error(text, what)
+    if isinstance(exc, BackendUnavailable):
+        exc.message = exc.message.replace("unreachable:", "unreachable (via slurmrestd):")
+    elif type(exc) is BackendError:
+        return BackendError(f"slurmrestd refused the {what}: {text}")
+    return exc
 
 
 def submitted_job_id(status: int, doc: dict[str, Any]) -> int:
@@ -231,17 +229,20 @@ def _log_path(pattern: str, job: dict[str, Any]) -> str:
 def job_info(job: dict[str, Any], now: float | None = None) -> JobInfo:
     """One v0.0.38 job record as slurmkit's JobInfo (the fields `sk status` shows), ids as scontrol prints them."""
     jid = str(job["job_id"])
+    array_job_id = task = None
     if job.get("array_task_id") is not None:
-        jid = f"{job['array_job_id']}_{job['array_task_id']}"
+        array_job_id, task = str(job["array_job_id"]), str(job["array_task_id"])
+        jid = f"{array_job_id}_{task}"
     elif job.get("array_task_string"):  # the not-yet-started tasks of an array, e.g. 860_[1-2%1]
-        jid = f"{job['array_job_id']}_[{job['array_task_string']}]"
+        array_job_id, task = str(job["array_job_id"]), str(job["array_task_string"])
+        jid = f"{array_job_id}_[{task}]"
     stdout = _log_path(job.get("standard_output", ""), job)
     return JobInfo(job_id=jid, name=job.get("name", ""), user=job.get("user_name", ""),
                    state=job.get("job_state", ""), reason=job.get("state_reason", ""),
                    exit_code=_exit_code(job.get("exit_code")), partition=job.get("partition", ""),
                    nodes=job.get("nodes", ""), elapsed=_elapsed(job, time.time() if now is None else now),
                    stdout=stdout, stderr=_log_path(job["standard_error"], job) if job.get("standard_error")
-                   else stdout, comment=job.get("comment") or None)
+                   else stdout, comment=job.get("comment") or None, array_job_id=array_job_id, array_task=task)
 
 
 def tagged_job(jobs: list[dict[str, Any]], tag: str) -> int | None:
@@ -397,24 +398,41 @@ class RestBackend(Backend):
         status, doc = self.api("POST", "job/submit", body)
         return SubmitResult(job_id=submitted_job_id(status, doc), backend=self.name)
 
-    def jobs(self) -> list[dict[str, Any]]:
+    def _records(self) -> list[dict[str, Any]]:
         status, doc = self.api("GET", "jobs")
         if status != 200:
             raise error_from(status, doc, "job list")
         return list(doc.get("jobs") or [])
 
     def find_by_tag(self, tag: str) -> int | None:
-        return tagged_job(self.jobs(), tag)
+        return tagged_job(self._records(), tag)
 
-    def status(self, job_id: int | str) -> list[JobInfo]:
-        """The job (every task of an array) as slurmctld knows it; JobNotFound once it has left the controller."""
-        status, doc = self.api("GET", f"job/{quote(str(job_id))}")
+    def _job(self, job_id: str) -> list[JobInfo]:
+        """The job (every task of an array) as slurmctld knows it; [] once it has left the controller."""
+        status, doc = self.api("GET", f"job/{quote(job_id.split('_[')[0])}")
         if status != 200 or not doc.get("jobs"):
-            raise error_from(status, doc, f"{job_id}")
+            if status == 200 or slurm_errors.classify("; ".join(_messages(doc))) == "not-found":
+                return []
+            raise error_from(status, doc, job_id)
         return [job_info(j) for j in doc["jobs"]]
 
-    def cancel(self, ids: list[int]) -> None:
-        for job_id in ids:
-            status, doc = self.api("DELETE", f"job/{int(job_id)}")
-            if status != 200 or _messages(doc):
-                raise error_from(status, doc, f"{job_id}")
+    def jobs(self, query: JobQuery) -> list[JobInfo]:
+        # v0.0.38's slurmctld endpoints only: a job that left the controller (MinJobAge) is absent.
+        self.limitations = ["slurmrestd backend: finished jobs are shown only while the controller holds them "
+                            "(MinJobAge); accounting (slurmdb) is not read"] if query.finished else []
+        if query.ids:
+            found = [j for job_id in query.ids for j in self._job(job_id)]
+        else:
+            me = self.user or slurm_me()
+            found = [job_info(r) for r in self._records()
+                     if query.user == "*" or r.get("user_name") == (query.user or me)]
+            found = [j for j in found if query.name is None or j.name == query.name]
+        return [j for j in found if query.finished or not j.terminal]
+
+    def cancel(self, ids) -> list[CancelResult]:
+        return cancel_each(ids, self._job, self._delete)
+
+    def _delete(self, job_id: str) -> str | None:
+        status, doc = self.api("DELETE", f"job/{quote(job_id)}")
+        words = "; ".join(_messages(doc))
+        return None if status == 200 and not words else words or f"HTTP {status}"

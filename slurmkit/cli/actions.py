@@ -121,14 +121,12 @@ def submit(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, 
         plan = _plan(f, site_path, resolved if not dry_run else {**_placeholder_deps(f), **resolved})
         _warn(plan)
         request = build_request(plan, render_script(plan))
-        if be is None and not dry_run:
+        if be is None:  # built with the site for a dry run too: it shows the site's rest_url, not a default
             from slurmkit.backends import get_backend
 
             be = get_backend(backend, plan.site)
         if dry_run:
-            from slurmkit.backends import describe_submission
-
-            command = describe_submission(backend or plan.site.backend, request, test_only=test_only)
+            command = be.describe(request, test_only=test_only)
             if as_json:
                 out.append({"file": path, "name": name, "script": request.script, "command": command,
                             "tag": request.tag})

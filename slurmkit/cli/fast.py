@@ -32,7 +32,6 @@ class Command:
     flags: dict[str, str]  # option -> parameter, for is_flag options
     multiple: frozenset[str] = frozenset({"overrides"})  # parameters collected into a tuple
     writable: frozenset[str] = frozenset()  # value parameters that are click.Path(dir_okay=False, writable=True)
-    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
     envvars: dict[str, str] = field(default_factory=lambda: {"site_path": "SK_SITE"})
 
 
@@ -43,8 +42,7 @@ COMMANDS = {
     "render": Command(actions.render, "spec", False, {**_SPEC_OPTIONS, "-o": "output", "--output": "output"},
                       {"--explain": "explain"}, writable=frozenset({"output"})),
     "submit": Command(actions.submit, "specs", True, {**_SPEC_OPTIONS, "--backend": "backend"},
-                      {"--dry-run": "dry_run", "--test-only": "test_only", "--json": "as_json"},
-                      choices={"backend": ("auto", "cli", "rest", "pyslurm")}),
+                      {"--dry-run": "dry_run", "--test-only": "test_only", "--json": "as_json"}),
 }
 
 
@@ -89,9 +87,6 @@ def parse(argv: list[str]) -> tuple[Callable[..., None], dict[str, Any]] | None:
     for param, env in cmd.envvars.items():
         if param not in given and os.environ.get(env):
             params[param] = os.environ[env]
-    for param, allowed in cmd.choices.items():
-        if params[param] is not None and params[param] not in allowed:
-            return None
     paths = [(f, False) for f in files] + [(params[p], True) for p in cmd.writable if params[p] is not None]
     if not all(_click_path_ok(p, writable) for p, writable in paths):
         return None

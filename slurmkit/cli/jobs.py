@@ -12,7 +12,7 @@ import click
 
 from slurmkit.cli import actions
 from slurmkit.cli.actions import _dependency_names  # noqa: F401 - slurmkit/docs/examples.py imports it from here
-from slurmkit.cli.common import handle_errors, json_option, site_option
+from slurmkit.cli.common import backend_option, handle_errors, json_option, site_option
 
 set_option = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                           help="Override a spec key (highest precedence), e.g. --set nodes=4 --set nccl.debug=INFO.")
@@ -55,8 +55,7 @@ def render(spec: str, output: str | None, site_path: str | None, overrides: tupl
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @site_option
 @set_option
-@click.option("--backend", type=click.Choice(["auto", "cli", "rest", "pyslurm"]), default=None,
-              help="How to talk to Slurm (default: the site config's backend, else auto-detect).")
+@backend_option
 @click.option("--dry-run", is_flag=True, help="Print the script and the exact submission; submit nothing.")
 @click.option("--test-only", is_flag=True, help="Ask Slurm when and where the job would start (sbatch --test-only).")
 @json_option

@@ -35,6 +35,18 @@ def _exists(path: Path) -> bool | None:
 
 
 def find_site_file(explicit: str | None = None) -> Path:
+    found = find_site_file_if_any(explicit)
+    if found is None:
+        tried = candidate_paths(explicit)
+        raise SiteConfigError(Problem(
+            "no site configuration found; looked at " + ", ".join(str(p) for _, p in tried),
+            hint="pass --site FILE, set SK_SITE, or ask your admins for /etc/slurmkit/site.yaml "
+                 "(examples in site_config/)"))
+    return found
+
+
+def find_site_file_if_any(explicit: str | None = None) -> Path | None:
+    """The site config file, or None when none exists (one named by --site or $SK_SITE must exist)."""
     tried = candidate_paths(explicit)
     for how, path in tried:
         found = _exists(path)
@@ -47,7 +59,4 @@ def find_site_file(explicit: str | None = None) -> Path:
             return path
         if found:
             return path
-    raise SiteConfigError(Problem(
-        "no site configuration found; looked at " + ", ".join(str(p) for _, p in tried),
-        hint="pass --site FILE, set SK_SITE, or ask your admins for /etc/slurmkit/site.yaml "
-             "(examples in site_config/)"))
+    return None

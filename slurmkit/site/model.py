@@ -23,7 +23,6 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 FabricKind = Literal["infiniband", "roce", "tcp", "slingshot"]
 ContainerRuntime = Literal["pyxis", "apptainer", "none"]
-BackendName = Literal["auto", "cli", "rest", "pyslurm"]
 
 
 class GPU(GPUMixin, Strict):
@@ -160,7 +159,10 @@ class Site(SiteMixin, Strict):
     cluster: str
     slurm_version: str = Field(description="e.g. 22.05 or 23.11: decides version-specific options")
     description: str = ""
-    backend: BackendName = "auto"
+    # Any registered name (built-ins or the slurmkit.backends entry points); checked when a backend is built,
+    # so loading a site config (sk render) never scans the entry points.
+    backend: str = Field("auto", pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$",
+                         description="auto, cli, rest, pyslurm, or an installed slurmkit.backends entry point")
     rest_url: str | None = Field(None, description="slurmrestd: unix:/path/to.sock or http(s)://host:port")
     container_runtime: ContainerRuntime = "none"
     mpi: str = Field("pmix", description="srun --mpi plugin for launcher mpi (pmix, pmi2, ...)")

@@ -89,10 +89,11 @@ def test_submit_as_alice_status_and_cancel(alice_dir):
                          f"print(RestBackend({SOCKET!r}).find_by_tag({tag!r}))")
         assert found.stdout.strip() == str(job_id), found.stderr
     finally:
-        cancel = alice_py(f"from slurmkit.backends.rest import RestBackend; RestBackend({SOCKET!r}).cancel([{job_id}])")
-    assert cancel.returncode == 0, cancel.stderr
+        cancel = alice_py(f"from slurmkit.backends.rest import RestBackend; "
+                          f"print(RestBackend({SOCKET!r}).cancel(['{job_id}'])[0].outcome)")
+    assert cancel.returncode == 0 and cancel.stdout.strip() == "cancelled", cancel.stderr
     state = alice_py(f"from slurmkit.backends.rest import RestBackend; "
-                     f"print(RestBackend({SOCKET!r}).status({job_id})[0].state)")
+                     f"print(RestBackend({SOCKET!r}).job('{job_id}')[0].state)")
     assert state.stdout.strip() in ("CANCELLED", "COMPLETING"), state.stderr + scontrol(job_id)
 
 
