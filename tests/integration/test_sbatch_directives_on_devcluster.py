@@ -69,3 +69,13 @@ def test_a_held_job_keeps_a_name_and_workdir_with_spaces_quotes_and_hashes(tmp_p
         assert job["shared"] == [] and "gpu" not in job["tres_per_task"]
     finally:
         subprocess.run(["scancel", job_id], check=False, timeout=30)
+
+
+def test_a_sweep_parameter_in_an_env_value_is_each_tasks_value(tmp_path):
+    from tests.integration.jobs import SPEC, render_and_sbatch, wait
+
+    spec = SPEC.format(name="envsweep", cmd="echo -n $RUN_TAG > tag-$SLURM_ARRAY_TASK_ID")
+    spec += 'env: {RUN_TAG: "run-{p}"}\narray: {grid: {p: [a, "b c"]}}\n'
+    job_id = render_and_sbatch(spec, tmp_path)
+    assert wait(job_id) == "COMPLETED"
+    assert [(tmp_path / f"tag-{i}").read_text() for i in range(2)] == ["run-a", "run-b c"]
