@@ -37,23 +37,29 @@ def comment(text: object) -> Shell:
     return Shell("".join(c if c.isprintable() else "?" for c in str(text)))
 
 
-_SBATCH_SAFE = re.compile(r"^[A-Za-z0-9_./:%@+,=\-\[\]^*!]*$")
-_SBATCH_SPECIAL = set(" \t\v\f\\\"'#")  # C isspace() plus quotes, backslash, #
+_SBATCH_SAFE = re.compile(r"^[A-Za-z0-9_./:%@+,=\-\[\]^*!]*$")  # no space, quote, backslash or '#'
 
 
 def sbatch_value(value: str, key: str) -> str:
-    """Encode a value for an `#SBATCH --key=value` line.
+    r"""Encode a value for an `#SBATCH --key=value` line so that sbatch reads back exactly `value`.
 
-    sbatch (src/sbatch/opt.c _get_argument) splits such lines at unquoted whitespace, removes quotes, treats
-    an unescaped '#' as the start of a comment and a backslash as escaping the next character; so escaping each
-    of those characters with a backslash gives back the exact value. A newline cannot be expressed at all.
+    sbatch's directive parser (get_argument in src/sbatch/opt.c: 25.11.7 lines 473-556, 22.05.8 lines 459-531)
+    splits a line at unquoted C isspace() characters (space, \t, \v, \f, \r), drops quote characters, ends the
+    line at an unquoted '#', and a backslash makes the next character literal. Escaping characters one by one
+    is not portable: 22.05 ends the argument at a backslash-escaped space or tab (so `x\ y` becomes two
+    arguments, the second one an "Invalid directive"), 25.11 keeps an escaped space but still ends the argument
+    at an escaped tab, vertical tab or form feed. Inside double quotes both versions keep every character but
+    the line end, and take `\"` and `\\` as a literal quote and backslash: that is the form used for any value
+    that is not plainly safe. A newline (next_line splits the script there) and NUL (C strings) cannot be
+    expressed at all and are refused.
     """
-    if "\n" in value or "\r" in value or "\x00" in value:
-        raise RenderError(Problem(f"the value of --{key} contains a line break, which an #SBATCH line cannot "
-                                  "hold", key=key, hint="remove the newline from this value"))
+    if "\n" in value or "\x00" in value:
+        what = "a line break" if "\n" in value else "a NUL byte"
+        raise RenderError(Problem(f"the value of --{key} contains {what}, which an #SBATCH line cannot hold",
+                                  key=key, hint="remove it from this value"))
     if _SBATCH_SAFE.match(value):
         return value
-    return "".join("\\" + c if c in _SBATCH_SPECIAL else c for c in value)
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 _REF = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
+from pydantic import Strict as StrictType
 
 from slurmkit.config.modeldata import ArraySpecMixin, JobSpecMixin, PreemptMixin
 from slurmkit.config.source import Source, load, loads
@@ -25,6 +26,51 @@ BindPolicy = Literal["auto", "none", "membind", "preferred", "cpus"]
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MODULE = re.compile(r"^[A-Za-z0-9_.+/@:-]+$")
+# An integer written as one: YAML `true` is not 1 node, and 2.0 or "2" are not counts either.
+Int = Annotated[int, StrictType()]
+# Slurm job ids are uint32; 0xfffffffe (NO_VAL) and 0xffffffff (INFINITE) are reserved (slurm.h).
+MAX_JOB_ID = 0xFFFFFFFD
+
+
+def _env_name(name: str) -> str:
+    """A name that `export NAME=...` accepts: a shell identifier."""
+    if not _ENV_NAME.match(name):
+        raise ValueError(f"{name!r} is not an environment variable name (letters, digits and _, not starting "
+                         "with a digit)")
+    return name
+
+
+def _no_nul(value: Any) -> Any:
+    if "\x00" in str(value):
+        raise ValueError("contains a NUL byte, which an environment variable cannot hold")
+    return value
+
+
+def _not_bool(what: str) -> BeforeValidator:
+    """Refuse YAML true/false where pydantic would read them as 1/0."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"{what}, not {str(value).lower()}")
+        return value
+    return BeforeValidator(check)
+
+
+def _job_ref(ref: int | str) -> int | str:
+    """A job id (1..MAX_JOB_ID, as a number or digits) or the name of another spec in the same submit."""
+    text = str(ref)
+    if isinstance(ref, int) or (text.isascii() and text.isdigit()):
+        if not 1 <= int(text) <= MAX_JOB_ID:
+            raise ValueError(f"{text} is not a Slurm job id (1 to {MAX_JOB_ID})")
+    elif text.isdigit() or not text.strip():
+        raise ValueError(f"{ref!r} is neither a job id nor a spec name")
+    return ref
+
+
+EnvName = Annotated[str, AfterValidator(_env_name)]
+JobRef = Annotated[Int | str, _not_bool("a job id or the name of a spec"), AfterValidator(_job_ref)]
+ExtraValue = Annotated[str | Int | None, _not_bool("a value, or nothing (`hold:`) for an option without one"),
+                       AfterValidator(lambda v: _no_control(v, "the value") if isinstance(v, str) else v)]
 
 
 def _no_control(value: str, what: str) -> str:
@@ -55,8 +101,9 @@ class NcclSpec(Strict):
     debug: Literal["WARN", "INFO", "TRACE", "VERSION"] | None = Field(
         None, description="NCCL_DEBUG; INFO to debug a hang, unset (or WARN) in production")
     debug_subsys: str | None = Field(None, description="NCCL_DEBUG_SUBSYS, e.g. INIT,NET")
-    env: dict[str, str | int] = Field(default_factory=dict, description="extra NCCL_* settings (linted)")
-    allow_unknown: list[str] = Field(default_factory=list,
+    env: dict[EnvName, Annotated[str | int, AfterValidator(_no_nul)]] = Field(
+        default_factory=dict, description="extra NCCL_* settings (linted)")
+    allow_unknown: list[EnvName] = Field(default_factory=list,
                                      description="NCCL_* names your NCCL build has but the lint does not know")
 
 
@@ -64,13 +111,18 @@ class Preempt(PreemptMixin, Strict):
     """Time-limit/preemption handling: Slurm signals the batch shell `grace` seconds before the end."""
 
     signal: Literal["USR1", "USR2", "TERM", "INT"] = "USR1"
-    grace: int = Field(120, ge=10, le=65535, description="seconds before the end to send the signal")
+    grace: Int = Field(120, ge=10, le=65535, description="seconds before the end to send the signal")
     requeue: bool = Field(True, description="requeue the job (scontrol requeue) when the signal arrives")
-    max_restarts: int = Field(3, ge=0, le=1000, description="stop requeueing after this many restarts")
+    max_restarts: Int = Field(3, ge=0, le=1000, description="stop requeueing after this many restarts")
 
 
 class Mail(Strict):
     user: str
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str) -> str:
+        return _no_control(v, "the address")
     type: list[Literal["BEGIN", "END", "FAIL", "REQUEUE", "ALL", "TIME_LIMIT", "TIME_LIMIT_80",
                        "ARRAY_TASKS"]] = Field(default_factory=lambda: ["END", "FAIL"])
 
@@ -82,7 +134,7 @@ class ArraySpec(ArraySpecMixin, Strict):
         None, description="cartesian product of parameter values")
     tasks: list[dict[str, str | int | float | bool]] | None = Field(
         None, description="explicit list of parameter sets")
-    max_parallel: int | None = Field(None, ge=1, description="at most this many tasks at once (--array=...%N)")
+    max_parallel: Int | None = Field(None, ge=1, description="at most this many tasks at once (--array=...%N)")
 
     @model_validator(mode="after")
     def _one(self) -> ArraySpec:
@@ -90,6 +142,9 @@ class ArraySpec(ArraySpecMixin, Strict):
             raise ValueError("give exactly one of array.grid or array.tasks")
         names: set[str] = set()
         if self.grid is not None:
+            if not self.grid:
+                raise ValueError("array.grid has no parameters; give each one a list of values, e.g. "
+                                 "{lr: [0.1, 0.01]}")
             for k, vals in self.grid.items():
                 if not vals:
                     raise ValueError(f"array.grid.{k} is empty")
@@ -99,6 +154,8 @@ class ArraySpec(ArraySpecMixin, Strict):
             if not self.tasks:
                 raise ValueError("array.tasks is empty")
             names = set(self.tasks[0])
+            if not names:
+                raise ValueError("array.tasks[0] has no parameters, e.g. {lr: 0.1}")
             for i, t in enumerate(self.tasks):
                 if set(t) != names:
                     raise ValueError(f"array.tasks[{i}] has keys {sorted(t)}, task 0 has {sorted(names)}")
@@ -119,11 +176,11 @@ class JobSpec(JobSpecMixin, Strict):
     partition: str | None = Field(None, description="default: the site's default_partition")
     account: str | None = None
     qos: str | None = Field(None, description="default: the partition's default_qos")
-    nodes: int = Field(1, ge=1, le=100000)
-    gpus_per_node: int | None = Field(None, ge=1, description="default: all GPUs of the node type")
-    gpus: int | None = Field(None, ge=1, description="total GPUs instead of gpus_per_node (split over nodes)")
+    nodes: Int = Field(1, ge=1, le=100000)
+    gpus_per_node: Int | None = Field(None, ge=1, description="default: all GPUs of the node type")
+    gpus: Int | None = Field(None, ge=1, description="total GPUs instead of gpus_per_node (split over nodes)")
     gpu_type: str | None = Field(None, description="gres type, e.g. a100; default: the node type's")
-    cpus_per_gpu: int | None = Field(None, ge=1, description="default: the partition's default_cpus_per_gpu")
+    cpus_per_gpu: Int | None = Field(None, ge=1, description="default: the partition's default_cpus_per_gpu")
     mem_per_gpu: str | None = Field(None, description="e.g. 64G; default: the partition's default_mem_per_gpu")
     time: str | None = Field(None, description="time limit (30, 04:00:00, 2-00:00:00); default: partition's")
     exclusive: bool = Field(False, description="whole nodes only (sbatch --exclusive)")
@@ -135,18 +192,18 @@ class JobSpec(JobSpecMixin, Strict):
     output: str | None = Field(None, description="stdout file (Slurm patterns %x %j %A %a); default "
                                                  "%x-%j.out")
     error: str | None = Field(None, description="stderr file; default: together with output")
-    env: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    env: dict[EnvName, Annotated[str | int | float | bool, AfterValidator(_no_nul)]] = Field(default_factory=dict)
     modules: list[str] = Field(default_factory=list, description="environment modules to load")
     container: Container | None = None
     nccl: NcclSpec = Field(default_factory=NcclSpec)
     dependency: dict[Literal["after", "afterok", "afternotok", "afterany", "aftercorr"],
-                     list[int | str]] | None = Field(
+                     list[JobRef]] | None = Field(
         None, description="{afterok: [12345, other-spec-name]}: job ids or names of specs in the same submit")
     preempt: Preempt | None = Field(None, description="signal + requeue before the time limit")
     mail: Mail | None = None
     array: ArraySpec | None = None
-    master_port: int | None = Field(None, ge=1024, le=65535, description="default: 20000 + job id % 20000")
-    sbatch_extra: dict[str, str | int | None] = Field(
+    master_port: Int | None = Field(None, ge=1024, le=65535, description="default: 20000 + job id % 20000")
+    sbatch_extra: dict[str, ExtraValue] = Field(
         default_factory=dict, description="escape hatch: more sbatch options (validated), e.g. {constraint: "
                                           "hdr, reservation: big}")
 
@@ -192,16 +249,6 @@ class JobSpec(JobSpecMixin, Strict):
     def _mem(cls, v: str | None) -> str | None:
         if v is not None:
             parse_mem_mib(v)
-        return v
-
-    @field_validator("env")
-    @classmethod
-    def _env(cls, v: dict[str, Any]) -> dict[str, Any]:
-        for k, val in v.items():
-            if not _ENV_NAME.match(k):
-                raise ValueError(f"environment variable name {k!r} is not valid (letters, digits, _)")
-            if "\x00" in str(val):
-                raise ValueError(f"env.{k} contains a NUL byte")
         return v
 
     @field_validator("modules")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from slurmkit.config.source import loads
@@ -44,42 +44,124 @@ def test_sweep_parameter_words_expand_to_the_value_without_reinterpretation(pref
     assert out.stdout.decode() == prefix + param
 
 
-def slurm_get_argument(line: str) -> list[str]:
-    """Slurm's #SBATCH argument splitting (src/sbatch/opt.c _get_argument), transcribed for the test oracle."""
-    args, cur, i, quote, have = [], "", 0, None, False
-    while i < len(line):
-        c = line[i]
-        if c == "\\" and i + 1 < len(line):
-            cur += line[i + 1]
-            i += 2
-            have = True
-            continue
-        if quote:
-            if c == quote:
-                quote = None
+C_ISSPACE = b" \t\n\v\f\r"  # isspace() in the C locale (sbatch never calls setlocale)
+
+
+class SbatchFatal(Exception):
+    """What sbatch's fatal() in get_argument would have printed (it exits)."""
+
+
+def slurm_get_argument(line: bytes, version: str) -> tuple[bytes | None, int]:
+    """sbatch's get_argument(), transcribed: one argument of an #SBATCH line and how many bytes it used.
+
+    Slurm 25.11.7 src/sbatch/opt.c lines 473-556; 22.05.8 (tag slurm-22-05-8-1) lines 459-531. The only
+    difference is the backslash branch: 25.11 copies an escaped space at once (lines 512-520), 22.05 only sets
+    escape_flag, so the escaped space ends the argument at the loop condition.
+    """
+    ptr = 0
+    n = len(line)
+
+    def at(i: int) -> int:
+        return line[i] if i < n else 0  # C strings end in NUL
+
+    while at(ptr) and at(ptr) in C_ISSPACE:
+        ptr += 1
+    for word in (b"packjob", b"hetjob"):  # het job separators are blanked out
+        end = ptr + len(word)
+        if line[ptr:end].lower() == word and (at(end) == 0 or at(end) in C_ISSPACE):
+            line = line[:ptr] + b" " * len(word) + line[end:]
+    if at(ptr) == ord(":"):
+        raise SbatchFatal("Unexpected `:`")
+    if at(ptr) == 0:
+        return None, ptr
+    arg = bytearray()
+    escape = quoted = False
+    q_char = 0
+    while (quoted or at(ptr) not in C_ISSPACE) and at(ptr) != ord("\n") and at(ptr) != 0:
+        c = at(ptr)
+        if escape:
+            escape = False
+        elif c == ord("\\"):
+            ptr += 1
+            if version == "25.11" and at(ptr) == ord(" "):
+                arg.append(at(ptr))
+                ptr += 1
             else:
-                cur += c
-        elif c in "\"'":
-            quote, have = c, True
-        elif c == "#":
+                escape = True
+            continue
+        elif quoted:
+            if c == q_char:
+                quoted = False
+                ptr += 1
+                continue
+        elif c in (ord('"'), ord("'")):
+            quoted, q_char = True, c
+            ptr += 1
+            continue
+        elif c == ord("#"):
             break
-        elif c in " \t\n\v\f\r":  # C isspace()
-            if have or cur:
-                args.append(cur)
-            cur, have = "", False
+        arg.append(at(ptr))
+        ptr += 1
+    if quoted:
+        raise SbatchFatal(f"Unmatched `{chr(q_char)}`")
+    # get_argument returns NULL when nothing was copied (argument stays NULL), e.g. for a lone '#' or `""`
+    return (bytes(arg) if arg else None), ptr
+
+
+def sbatch_directives(script: str, version: str = "25.11") -> list[str]:
+    """The argv sbatch builds from a script's directives: _opt_batch_script (25.11.7 opt.c lines 565-647).
+
+    Lines are split at '\n' (next_line, lines 437-459); a line starting with #SBATCH is parsed, other comment
+    or blank lines are skipped, and the first other line ends the scan.
+    """
+    argv: list[str] = []
+    for line in script.encode().split(b"\n"):
+        if line.startswith(b"#SBATCH"):
+            ptr = line[len(b"#SBATCH"):]
         else:
-            cur += c
-            have = True
-        i += 1
-    if have or cur:
-        args.append(cur)
-    return args
+            rest = line.lstrip(C_ISSPACE)
+            if rest and not rest.startswith(b"#"):
+                break
+            continue
+        while True:
+            arg, used = slurm_get_argument(ptr, version)
+            if arg is None:
+                break
+            argv.append(arg.decode())
+            ptr = ptr[used:]
+    return argv
 
 
-@settings(max_examples=100, deadline=None)
-@given(text.filter(lambda s: "\n" not in s and "\r" not in s))
-def test_sbatch_value_is_read_back_as_one_exact_argument(value):
-    assert slurm_get_argument("--job-name=" + sbatch_value(value, "job-name")) == ["--job-name=" + value]
+VERSIONS = ["22.05", "25.11"]
+# Any single-line text: every character but LF and NUL, including \t \v \f \r, quotes, backslashes, unicode.
+line_text = st.text(st.characters(blacklist_characters="\x00\n", blacklist_categories=("Cs",)), max_size=40)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@settings(max_examples=300, deadline=None)
+@given(value=line_text)
+def test_sbatch_value_is_read_back_as_one_exact_argument_by_both_parsers(version, value):
+    line = "#SBATCH --job-name=" + sbatch_value(value, "job-name")
+    assert sbatch_directives(line, version) == ["--job-name=" + value]
+
+
+@pytest.mark.parametrize(("version", "value", "argv"), [
+    # What the per-character backslash escaping of earlier releases produced, and what sbatch made of it.
+    ("22.05", r"x\ y", ["--job-name=x", "y"]),
+    ("25.11", r"x\ y", ["--job-name=x y"]),
+    ("22.05", r"a\ --exclusive\ --gpus-per-task=1", ["--job-name=a", "--exclusive", "--gpus-per-task=1"]),
+    ("25.11", "a\\\vb", ["--job-name=a", "b"]),
+    ("25.11", "a\\\tb", ["--job-name=a", "b"]),
+])
+def test_the_transcribed_parsers_reproduce_the_old_escaping_bugs(version, value, argv):
+    assert sbatch_directives("#SBATCH --job-name=" + value, version) == argv
+
+
+def test_the_transcription_stops_at_the_first_command_and_skips_comments():
+    script = "#!/bin/bash\n#SBATCH -N 2 # two nodes\n\n# note\n#SBATCH --x='a b'\nset -e\n#SBATCH --late\n"
+    assert sbatch_directives(script) == ["-N", "2", "--x=a b"]
+    with pytest.raises(SbatchFatal):
+        sbatch_directives('#SBATCH --job-name="open')
 
 
 def test_newline_in_an_sbatch_value_is_rejected_with_the_key():
@@ -116,3 +198,41 @@ def test_rendered_script_passes_values_through_exactly_and_runs_nothing(tmp_path
     exported = dict(kv.split("=", 1) for kv in check.stdout.decode().split("\0") if "=" in kv)
     assert {k: exported[k] for k in env} == env
     assert not marker.exists()
+
+
+# Values a spec accepts in the single-line fields that become #SBATCH options (no control character but tab).
+# The characters sbatch's parser treats specially are drawn often, the rest from all of unicode.
+field_text = st.text(st.one_of(st.sampled_from(' \t"\'\\#=:-'),
+                               st.characters(blacklist_categories=("Cs", "Cc", "Cn"))),
+                     min_size=1, max_size=30).filter(lambda s: s.strip())
+DEVSITE = ROOT / "site_config" / "devcluster.yaml"
+
+
+def planned_argv(plan) -> list[str]:
+    return [f"--{k}" if v is None else f"--{k}={v}" for k, v in plan.sbatch.items()]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@settings(max_examples=150, deadline=None)
+@example(name="x y\tz", workdir="/scratch/my project", output="#o \"q\" \\", user="a\tb",
+         constraint="c d")
+@given(name=field_text, workdir=field_text, output=field_text, user=field_text, constraint=field_text)
+def test_every_sbatch_option_of_a_rendered_script_is_read_back_as_planned(version, name, workdir, output, user,
+                                                                           constraint):
+    import json
+
+    spec = {"name": name, "launcher": "none", "gpus_per_node": 1, "command": ["true"], "workdir": workdir,
+            "output": output, "error": output + ".err", "mail": {"user": user},
+            "sbatch_extra": {"constraint": constraint, "hold": None}}
+    src = loads(json.dumps(spec, ensure_ascii=False), "t.yaml")
+    plan = make_plan(spec_from_source(src), load_site(DEVSITE), src)
+    assert sbatch_directives(render(plan), version) == planned_argv(plan)
+
+
+def test_a_name_with_options_in_it_stays_one_job_name_option():
+    src = loads('name: "a --exclusive --gpus-per-task=1"\nlauncher: none\ngpus_per_node: 1\ncommand: [x]\n', "t")
+    plan = make_plan(spec_from_source(src), load_site(DEVSITE), src)
+    for version in VERSIONS:
+        argv = sbatch_directives(render(plan), version)
+        assert "--job-name=a --exclusive --gpus-per-task=1" in argv
+        assert not {"--exclusive", "--gpus-per-task=1"} & set(argv)

@@ -79,7 +79,13 @@ def render(spec: str, output: str | None, site_path: str | None, overrides: tupl
         return
     script = render_script(plan)
     if output:
-        Path(output).write_text(script)
+        try:
+            Path(output).write_text(script)
+        except OSError as exc:
+            from slurmkit.errors import InputError, Problem
+
+            raise InputError(Problem(f"cannot write the script: {exc.strerror or exc}", file=output,
+                                     key="--output")) from None
         echo(f"wrote {output}", err=True)
     else:
         sys.stdout.write(script)

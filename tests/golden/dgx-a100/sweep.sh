@@ -14,8 +14,6 @@
 # Site dgx, partition gpu, node type dgx-a100: single process (launcher none)
 # Regenerate with `sk render`; edit the spec, not this file.
 set -eo pipefail
-# CUDA numbers GPUs like nvidia-smi/NVML only with PCI_BUS_ID order.
-export CUDA_DEVICE_ORDER=PCI_BUS_ID
 # Sweep of 12 tasks as ONE job array: each task looks its parameters up by SLURM_ARRAY_TASK_ID.
 # Grid: task id -> one value per parameter (mixed radix, the last parameter varies fastest).
 sk_values_lr=(0.1 0.01 0.001)
@@ -27,5 +25,7 @@ SK_PARAM_lr=${sk_values_lr[sk_i % 3]}
 sk_i=$(( sk_i / 3 ))
 export SK_PARAM_lr SK_PARAM_seed
 echo "sk: array task $SLURM_ARRAY_TASK_ID: lr=$SK_PARAM_lr seed=$SK_PARAM_seed" >&2
+# CUDA numbers GPUs like nvidia-smi/NVML only with PCI_BUS_ID order.
+export CUDA_DEVICE_ORDER=PCI_BUS_ID
 # One process in the batch shell, with all 1 GPU(s) of the allocation.
 python train.py --lr="${SK_PARAM_lr}" --seed "${SK_PARAM_seed}" --out runs/lr"${SK_PARAM_lr}"-s"${SK_PARAM_seed}"
