@@ -95,8 +95,8 @@ def test_nccl_env_names_are_refused_unless_bash_exports_them(name, value):
         text = script(nccl={"env": {key: value}})
     except SpecError as err:
         assert "error: nccl.env" in err.format() and f"{key!r} is not an environment variable name" in err.format()
-        # bash (C locale) agrees: the name cannot be exported
-        assert subprocess.run(["bash", "-c", 'export -- "$1=1"', "_", key], capture_output=True,
+        # bash (C locale) agrees: no variable of exactly that name can be exported ("X=" would export X)
+        assert subprocess.run(["bash", "-c", 'export -- "$1=1" && declare -p -- "$1"', "_", key], capture_output=True,
                               env={"PATH": "/usr/bin:/bin"}).returncode != 0
         return
     assert run_script(text, f'printf %s "${{{key}}}"') == value
