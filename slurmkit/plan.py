@@ -10,9 +10,9 @@ GPUs are always requested per node, never per task: per-task GPU binding (--gpus
 --gpu-bind=per_task since Slurm 21.08) gives every task its own device cgroup and breaks CUDA IPC / NVLink peer
 access between ranks. Steps pass no --gpu-bind at all: without a per-task request Slurm binds nothing and gives
 every task CUDA_VISIBLE_DEVICES = all of the job's GPUs on its node, whereas an explicit `--gpu-bind=none` on a
-multi-task step makes Slurm 22.05 *unset* CUDA_VISIBLE_DEVICES and SLURM_STEP_GPUS in every task (seen on the
-devcluster), leaving a rank that picks "device LOCAL_RANK" free to open another job's GPU where devices are not
-confined. Which physical GPUs a job got is only known at run time, so the
+multi-task step makes Slurm 22.05-23.02 *unset* CUDA_VISIBLE_DEVICES and SLURM_STEP_GPUS in every task (seen on
+the devcluster; fixed in 23.11), leaving a rank that picks "device LOCAL_RANK" free to open another job's GPU
+where devices are not confined. Which physical GPUs a job got is only known at run time, so the
 binding is chosen at run time (the bind step in the script), from the node type's topology table rendered here.
 """
 

@@ -29,13 +29,15 @@ TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_
             "DEADLINE"}
 
 
-def render_and_sbatch(spec_text: str, workdir: Path, site: str = DEVSITE, name: str = "job.yaml") -> int:
+def render_and_sbatch(spec_text: str, workdir: Path, site: str = DEVSITE, name: str = "job.yaml",
+                      env: dict[str, str] | None = None) -> int:
+    """Render with `sk render` and submit with plain sbatch; `env` is the submitting shell's environment."""
     spec = workdir / name
     spec.write_text(spec_text)
     script = subprocess.run([SK, "render", str(spec), "--site", site], check=True, capture_output=True,
                             text=True).stdout
     out = subprocess.run(["sbatch", "--parsable"], input=script, check=True, capture_output=True, text=True,
-                         cwd=workdir).stdout
+                         cwd=workdir, env=env).stdout
     return int(out.strip().split(";")[0])
 
 

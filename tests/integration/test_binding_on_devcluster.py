@@ -291,3 +291,38 @@ command: [{tmp_path / "rank.py"}]
     text = out.read_text()
     assert "CHECKPOINT_SAVED rank=0 restart=0" in text and "CHECKPOINT_SAVED rank=1 restart=0" in text, text
     assert "User defined signal" not in text and "restart limit (0) reached" in text, text
+
+
+LEAKED = {"SLURM_GPU_BIND": "map_gpu:0", "SLURM_TRES_BIND": "gres/gpu:map_gpu:0"}
+
+
+def test_binding_variables_of_the_submitting_shell_do_not_rebind_the_ranks(tmp_path, devcluster):
+    """A shell inside another allocation (salloc --gpu-bind=...) carries binding variables that sbatch passes on
+    to the job and srun reads (SLURM_TRES_BIND from 23.11): the script unsets them, so every rank keeps all GPUs."""
+    env = {**os.environ, **LEAKED}
+    control = render_and_sbatch("""
+name: leak-control
+launcher: none
+gpus_per_node: 2
+cpus_per_gpu: 1
+mem_per_gpu: 1G
+time: "00:02:00"
+command: [srun, --ntasks=2, --cpus-per-task=1, --cpu-bind=none, bash, -c,
+          'echo "RANK=$SLURM_PROCID CVD=$CUDA_VISIBLE_DEVICES"']
+""", tmp_path, name="control.yaml", env=env)
+    job = render_and_sbatch(f"""
+name: leak
+launcher: srun
+gpus_per_node: 2
+cpus_per_gpu: 1
+mem_per_gpu: 1G
+time: "00:02:00"
+command: [bash, -c, {yaml.safe_dump(PRINT).strip()}]
+""", tmp_path, env=env)
+    assert wait(control) == "COMPLETED" and wait(job) == "COMPLETED"
+    # The control step (launcher: none, a bare srun) shows the leaked variables really bind on this Slurm...
+    seen = [r["CVD"].split(",") for r in _ranks(tmp_path / f"leak-control-{control}.out")]
+    assert len(seen) == 2 and all(len(gpus) == 1 for gpus in seen), seen
+    # ...and the rendered launcher step does not.
+    ranks = _ranks(tmp_path / f"leak-{job}.out")
+    assert len(ranks) == 2 and all(r["CVD"] == r["JOB_GPUS"] and len(r["CVD"].split(",")) == 2 for r in ranks), ranks

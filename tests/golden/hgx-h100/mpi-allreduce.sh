@@ -20,7 +20,8 @@ export NCCL_SOCKET_IFNAME=ibp
 export NCCL_IB_HCA='=mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7'
 export NCCL_CROSS_NIC=0
 # srun would take per-task GPU binding from these if the submitting shell had them; every rank must see all GPUs.
-unset SLURM_GPU_BIND SLURM_GPUS_PER_TASK SLURM_NTASKS_PER_GPU
+# SLURM_TRES_BIND and SLURM_TRES_PER_TASK are read by srun from Slurm 23.11 (no-ops before); steps pass their CPUs.
+unset SLURM_GPU_BIND SLURM_GPUS_PER_TASK SLURM_NTASKS_PER_GPU SLURM_TRES_BIND SLURM_TRES_PER_TASK
 # Rendezvous: the first node of the allocation; the port is derived from the job id so jobs sharing a node differ.
 MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 export MASTER_ADDR
