@@ -326,3 +326,34 @@ command: [bash, -c, {yaml.safe_dump(PRINT).strip()}]
     # ...and the rendered launcher step does not.
     ranks = _ranks(tmp_path / f"leak-{job}.out")
     assert len(ranks) == 2 and all(r["CVD"] == r["JOB_GPUS"] and len(r["CVD"].split(",")) == 2 for r in ranks), ranks
+
+
+def test_single_task_jobs_see_all_their_gpus(tmp_path, devcluster):
+    """25.11 applies GPU binding to single-task steps too: the batch shell (launcher: none) and torchrun's one
+    task per node (its ranks are the agent's children) must still see every GPU the job got on its node."""
+    bindir = Path(__file__).parent / "bin"
+    none = render_and_sbatch("""
+name: one
+launcher: none
+gpus_per_node: 4
+cpus_per_gpu: 1
+mem_per_gpu: 100M
+time: "00:02:00"
+command: [bash, -c, 'echo "RANK=0 CVD=${CUDA_VISIBLE_DEVICES:-unset} JOB_GPUS=$SLURM_JOB_GPUS"']
+""", tmp_path, name="none.yaml")
+    tr = render_and_sbatch(f"""
+name: tr
+launcher: torchrun
+gpus_per_node: 4
+cpus_per_gpu: 1
+mem_per_gpu: 100M
+time: "00:02:00"
+env: {{PATH: "{bindir}:{Path(sys.executable).parent}:{MIN_PATH}"}}
+command: [bash, -c, {yaml.safe_dump(PRINT).strip()}]
+""", tmp_path)
+    assert wait(none) == "COMPLETED" and wait(tr) == "COMPLETED"
+    for name, job, n in (("one", none, 1), ("tr", tr, 4)):
+        ranks = _ranks(tmp_path / f"{name}-{job}.out")
+        assert len(ranks) == n, (name, ranks)
+        for r in ranks:
+            assert r["CVD"] == r["JOB_GPUS"] and len(r["CVD"].split(",")) == 4, (name, r)
