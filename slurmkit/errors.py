@@ -25,10 +25,10 @@ class Problem:
     severity: str = "error"  # "error" or "warning"
 
     def format(self) -> str:
-        where = self.file or "<input>"
+        where = self.file or ""  # a command-line option has no file: "error: --tz: ..."
         if self.line is not None:
             where += f":{self.line}"
-        head = f"{where}: {self.severity}"
+        head = f"{where}: {self.severity}" if where else self.severity
         if self.key:
             head += f": {self.key}"
         text = f"{head}: {self.message}"

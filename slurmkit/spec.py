@@ -19,6 +19,7 @@ from slurmkit.config.source import Source, load, loads
 from slurmkit.config.strict import Strict, validate
 from slurmkit.config.units import parse_mem_mib, parse_time_minutes
 from slurmkit.errors import Problem, SpecError
+from slurmkit.slurm.fields import MAX_JOB_ID
 
 Launcher = Literal["torchrun", "srun", "mpi", "none"]
 BindPolicy = Literal["auto", "none", "membind", "preferred", "cpus"]
@@ -28,8 +29,6 @@ _PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MODULE = re.compile(r"^[A-Za-z0-9_.+/@:-]+$")
 # An integer written as one: YAML `true` is not 1 node, and 2.0 or "2" are not counts either.
 Int = Annotated[int, StrictType()]
-# Slurm job ids are uint32; 0xfffffffe (NO_VAL) and 0xffffffff (INFINITE) are reserved (slurm.h).
-MAX_JOB_ID = 0xFFFFFFFD
 
 
 def _env_name(name: str) -> str:

@@ -186,7 +186,8 @@ def test_requeue_repair_on_postgresql(pg_schema_url, tmp_path):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--since", "yesterday"], "--since: cannot read 'yesterday' as a time"),
+    (["--since", "someday"], "--since: cannot read 'someday' as a time"),
+    (["--since", "3650000d"], "--since: '3650000d' is out of range"),
     (["--since", "1h", "--until", "2h"], "--since '1h' is not before --until"),
     (["--since", "1d", "--chunk", "10s"], "--chunk '10s' is not a length of at least a minute"),
 ])

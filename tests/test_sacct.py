@@ -152,9 +152,11 @@ def test_times():
     assert sacct.to_epoch("90m", now=now) == now - 5400
     assert sacct.to_epoch("2026-12-03T07:41:50", now=now) == 1796283710
     assert sacct.to_epoch("1796283710", now=now) == 1796283710
+    # one syntax with the reports: named days are local midnights
+    assert sacct.to_epoch("yesterday", now=now) == 1796284000 - 1796284000 % 86400 - 86400  # this machine: UTC
     with pytest.raises(InputError) as err:
-        sacct.to_epoch("yesterday", what="--since")
-    assert "--since: cannot read 'yesterday' as a time" in err.value.format()
+        sacct.to_epoch("next tuesday", what="--since")
+    assert "--since: cannot read 'next tuesday' as a time" in err.value.format()
     assert sacct.age_seconds("1w") == 604800 and sacct.age_seconds("2026-01-01") is None
 
 
@@ -174,3 +176,11 @@ def test_hook_and_sacct_describe_a_requeued_job_the_same_way():
     cols = ("job_id", "run", "state", "gpus", "gpu_types", "start_time", "end_time", "submit_time", "node_count",
             "nodes", "cpus", "exit_code", "elapsed_s", "array_job_id", "array_task_id")
     assert [{c: r[c] for c in cols} for r in hook] == [{c: r[c] for c in cols} for r in from_sacct]
+
+
+@pytest.mark.parametrize(("text", "why"), [("999999d", "out of range"), ("99999999999999999999", "out of range"),
+                                           ("9999-12-31", "more than a year ahead"), ("1969-12-31", "before 1970")])
+def test_times_out_of_range_are_one_line_errors(text, why):
+    with pytest.raises(InputError) as err:
+        sacct.to_epoch(text, what="--since")
+    assert err.value.format().startswith(f"error: --since: {text!r} is {why}")

@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterable, Sequence
 import hostlist
 
 from slurmkit.accounting import record
-from slurmkit.errors import BackendError, BackendUnavailable, InputError, Problem
+from slurmkit.config import when
+from slurmkit.errors import BackendError, BackendUnavailable
 
 # JobName comes last: it is the only free-text field and may contain the '|' delimiter.
 FIELDS = ("JobID", "JobIDRaw", "DBIndex", "Cluster", "User", "UID", "Account", "Partition", "QOS", "State",
@@ -48,25 +49,13 @@ def age_seconds(text: str) -> int | None:
 
 
 def to_epoch(value: int | float | str | dt.datetime, *, now: float | None = None, what: str = "--since") -> int:
-    """Epoch seconds from an epoch number, a datetime, an ISO date/time (local time, like Slurm's), or an age
-    like `2d`, `36h`, `90m` counted back from `now`."""
-    now = time.time() if now is None else now
+    """Epoch seconds from an epoch number, a datetime, or a time in slurmkit's one syntax (slurmkit/config/when.py;
+    human times in local time, like Slurm's)."""
     if isinstance(value, dt.datetime):
         return int(value.timestamp())
     if isinstance(value, (int, float)):
         return int(value)
-    text = str(value).strip()
-    if text.isdigit():
-        return int(text)
-    age = age_seconds(text)
-    if age is not None:
-        return int(now) - age
-    try:
-        return int(dt.datetime.fromisoformat(text).timestamp())
-    except ValueError:
-        raise InputError([Problem(f"cannot read {text!r} as a time", key=what,
-                                  hint="use an age like 2d or 12h, a date like 2026-11-01, or 2026-11-01T08:00")]
-                         ) from None
+    return when.to_epoch(str(value), option=what, now=now)
 
 
 def _slurm_time(epoch: int) -> str:

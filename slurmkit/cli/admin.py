@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import click
 
 from slurmkit.cli.common import echo_json, handle_errors, json_option, site_option
+from slurmkit.config.when import FORMS
 from slurmkit.errors import InputError, Problem, StoreError
 
 spool_option = click.option("--spool", "spool_dir", metavar="DIR",
@@ -103,11 +104,11 @@ def ingest_cmd(site_path: str | None, spool_dir: str | None, store_url: str | No
 
 
 def _window(since: str, until: str | None) -> tuple[int, int | None]:
-    from slurmkit.accounting.sacct import to_epoch
+    from slurmkit.config.when import to_epoch
 
     now = time.time()
-    start = to_epoch(since, now=now, what="--since")
-    stop = to_epoch(until, now=now, what="--until") if until else None
+    start = to_epoch(since, now=now, option="--since")
+    stop = to_epoch(until, now=now, option="--until") if until else None
     if start >= (stop if stop is not None else now):
         end = "--until" if stop is not None else "now"
         raise InputError(Problem(f"--since {since!r} is not before {end}", key="--since",
@@ -169,10 +170,8 @@ def _run_reconcile(mode: str, site_path: str | None, since: str, until: str | No
 def _window_options(fn):
     for opt in reversed([
         site_option,
-        click.option("--since", required=True, metavar="TIME",
-                     help="Start of the window: an age (2d, 36h, 90m) or a local date/time (2026-11-01, "
-                          "2026-11-01T08:00), or epoch seconds."),
-        click.option("--until", metavar="TIME", help="End of the window, same forms (default: now)."),
+        click.option("--since", required=True, metavar="WHEN", help=f"Start of the window (local time): {FORMS}."),
+        click.option("--until", metavar="WHEN", help="End of the window, same forms (default: now)."),
         store_option,
         spool_option,
         click.option("--cluster", metavar="NAME", help="The Slurm cluster to ask (sacct -M; default: this one)."),

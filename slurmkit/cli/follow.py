@@ -7,7 +7,6 @@ finished jobs with accounting storage off) is said on stderr.
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from collections.abc import Iterable
@@ -16,30 +15,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from slurmkit.cli.common import backend_option, echo_json, handle_errors, json_option, site_option
+from slurmkit.cli.common import JOBID, backend_option, echo_json, handle_errors, json_option, site_option
+from slurmkit.config.when import FORMS
 
 if TYPE_CHECKING:
     from slurmkit.backends.base import Backend
     from slurmkit.job import JobInfo
 
 
-class JobIdType(click.ParamType):
-    """A Slurm job id as sacct/scontrol/scancel take it: 1234, an array task 1234_7 (scancel also takes
-    1234_[1-5]), or a het-job component 1234+1. Checked here so a typo is a usage error (exit 2), not a
-    Slurm error message passed through."""
-
-    name = "JOBID"
-    _FORM = re.compile(r"^\d+(?:_(?:\d+|\[[\d,%-]+\])|\+\d+)?$")
-
-    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
-        text = str(value).strip()
-        if not self._FORM.match(text):
-            self.fail(f"{value!r} is not a Slurm job id (expected e.g. 1234, 1234_7 or 1234+1; "
-                      "`sk status` lists your jobs)", param, ctx)
-        return text
-
-
-JOBID = JobIdType()
 
 
 def _backend(site_path: str | None, name: str | None) -> Backend:
@@ -54,9 +37,9 @@ def _backend(site_path: str | None, name: str | None) -> Backend:
 
 
 def _since(text: str) -> int:
-    from slurmkit.accounting.sacct import to_epoch
+    from slurmkit.config.when import to_epoch
 
-    return to_epoch(text, what="--since")
+    return to_epoch(text, option="--since")
 
 
 def _notes(be: Backend) -> None:
@@ -107,7 +90,8 @@ def _live_first(jobs: list[JobInfo]) -> list[JobInfo]:
 @click.argument("job_ids", nargs=-1, type=JOBID)
 @click.option("--all-users", is_flag=True, help="Every user's jobs that Slurm lets you see.")
 @click.option("--since", default="1d", show_default=True,
-              help="Finished jobs that ended since: an age (12h, 2d) or a date (2026-11-01[T08:00]).")
+              metavar="WHEN",
+              help=f"Finished jobs that ended since (local time): {FORMS}.")
 @click.option("--expand", is_flag=True, help="One line per array task instead of one per array.")
 @backend_option
 @site_option
@@ -124,6 +108,7 @@ def status(job_ids: tuple[str, ...], all_users: bool, since: str, expand: bool, 
     from slurmkit.backends.base import JobQuery
     from slurmkit.errors import JobNotFound
 
+    ended_since = _since(since)  # a bad --since is a usage error before any site or Slurm is read
     be = _backend(site_path, backend)
     missing = []
     if job_ids:
@@ -133,7 +118,7 @@ def status(job_ids: tuple[str, ...], all_users: bool, since: str, expand: bool, 
             jobs += found
             missing += [] if found else [job_id]
     else:
-        jobs = _live_first(be.jobs(JobQuery(user="*" if all_users else None, since=_since(since))))
+        jobs = _live_first(be.jobs(JobQuery(user="*" if all_users else None, since=ended_since)))
     if as_json:
         echo_json([j.to_dict() for j in jobs])
     elif jobs:
@@ -319,7 +304,8 @@ def cancel(job_ids: tuple[str, ...], name: str | None, backend: str | None, site
 
 @click.command()
 @click.option("--since", default="7d", show_default=True,
-              help="Jobs that ended since: an age (12h, 7d) or a date (2026-11-01[T08:00]).")
+              metavar="WHEN",
+              help=f"Jobs that ended since (local time): {FORMS}.")
 @backend_option
 @site_option
 @json_option
@@ -332,8 +318,9 @@ def history(since: str, backend: str | None, site_path: str | None, as_json: boo
     """
     from slurmkit.backends.base import JobQuery
 
+    ended_since = _since(since)
     be = _backend(site_path, backend)
-    jobs = _live_first(be.jobs(JobQuery(since=_since(since))))
+    jobs = _live_first(be.jobs(JobQuery(since=ended_since)))
     if as_json:
         echo_json([j.to_dict() for j in jobs])
     elif not jobs:

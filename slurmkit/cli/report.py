@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import click
 
-from slurmkit.cli.common import echo_json, handle_errors, site_option
+from slurmkit.cli.common import JOBID, echo_json, handle_errors, site_option
+from slurmkit.config.when import FORMS
 
 
 @click.group()
@@ -26,8 +27,7 @@ def report() -> None:
 
 def _common(fn):
     opts = [
-        click.option("--since", metavar="WHEN", help="Start (inclusive): 2026-11-01, 2026-11-01T08:00+01:00, "
-                     "30d, 12h, 90m, 4w, today, yesterday, this-month, last-month. Default: 30d."),
+        click.option("--since", metavar="WHEN", help=f"Start (inclusive, in --tz): {FORMS}. Default: 30d."),
         click.option("--until", metavar="WHEN", help="End (exclusive), same forms. Default: now "
                      "(with --since last-month: the end of that month)."),
         click.option("--tz", metavar="ZONE", default="UTC", show_default=True,
@@ -150,7 +150,7 @@ def efficiency(**kw) -> None:
 
 @report.command()
 @_common
-@click.option("--limit", default=20, show_default=True, help="How many jobs to list.")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1), help="How many jobs to list.")
 @handle_errors
 def idle(limit: int, **kw) -> None:
     """Multi-GPU jobs whose GPUs sat idle while others worked, worst first, with totals.
@@ -163,7 +163,7 @@ def idle(limit: int, **kw) -> None:
 @report.command()
 @_common
 @click.option("--sort", type=click.Choice(["gpu-hours", "waste", "used"]), default="gpu-hours", show_default=True)
-@click.option("--limit", default=10, show_default=True)
+@click.option("--limit", default=10, show_default=True, type=click.IntRange(min=1), help="How many rows to list.")
 @handle_errors
 def top(sort: str, limit: int, **kw) -> None:
     """The top users (or --by account...) by GPU-hours, waste or used GPU-hours.
@@ -174,7 +174,7 @@ def top(sort: str, limit: int, **kw) -> None:
 
 
 @report.command()
-@click.argument("jobid")
+@click.argument("jobid", type=JOBID)
 @click.option("--db", metavar="PATH|URL", help="SQLite path or postgresql:// URL.")
 @click.option("--tz", default="UTC", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout.")

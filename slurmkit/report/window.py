@@ -7,20 +7,14 @@ never silently means a different instant on a different machine.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone, tzinfo
+from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from slurmkit.config.when import add_months, parse_when
 from slurmkit.errors import InputError, Problem
 
 PERIODS = ("day", "week", "month")
-# Spans back from now; "m" is minutes, as in `sk admin reconcile --since 90m` (months: this-month, last-month).
-_RELATIVE = re.compile(r"^(\d+)\s*(min|m|h|d|w)$")
-_HINT = ("use a date (2026-11-01), a date and time (2026-11-01T08:00, optionally with +01:00 or Z), "
-         "a span back from now (90m, 12h, 30d, 4w), or one of: now, today, yesterday, this-month, last-month")
-
-
 @dataclass(frozen=True)
 class Window:
     """[since, until) in epoch seconds, with the zone used to read and print it."""
@@ -61,45 +55,6 @@ def resolve_tz(name: str | None) -> tuple[tzinfo, str]:
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise InputError(Problem(f"unknown time zone {name!r}", key="--tz",
                                  hint="use UTC, local, or an IANA name such as Europe/Berlin")) from exc
-
-
-def _month_start(d: date, tz: tzinfo) -> datetime:
-    return datetime(d.year, d.month, 1, tzinfo=tz)
-
-
-def _add_months(dt: datetime, n: int) -> datetime:
-    month = dt.month - 1 + n
-    return dt.replace(year=dt.year + month // 12, month=month % 12 + 1, day=1)
-
-
-def parse_when(text: str, *, tz: tzinfo, now: datetime, option: str, end: bool = False) -> datetime:
-    """One --since/--until value as an aware datetime. `end` picks the end of named spans (last-month...)."""
-    raw = text.strip()
-    word = raw.lower()
-    today = datetime(now.year, now.month, now.day, tzinfo=tz)
-    if word == "now":
-        return now
-    if word in ("today", "yesterday"):
-        start = today - timedelta(days=1 if word == "yesterday" else 0)
-        return start + timedelta(days=1) if end else start
-    if word in ("this-month", "last-month"):
-        start = _month_start(today.date(), tz)
-        if word == "last-month":
-            start = _add_months(start, -1)
-        return _add_months(start, 1) if end else start
-    m = _RELATIVE.match(word)
-    if m:
-        n, unit = int(m.group(1)), m.group(2)
-        delta = {"m": timedelta(minutes=n), "min": timedelta(minutes=n), "h": timedelta(hours=n),
-                 "d": timedelta(days=n), "w": timedelta(weeks=n)}[unit]
-        return now - delta
-    try:
-        value = datetime.fromisoformat(raw.replace("Z", "+00:00").replace(" ", "T"))
-    except ValueError as exc:
-        raise InputError(Problem(f"cannot read {raw!r} as a time", key=option, hint=_HINT)) from exc
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=tz)
-    return value
 
 
 def parse_window(since: str | None, until: str | None, *, tz: str | None = None,
@@ -143,7 +98,7 @@ def periods(window: Window, period: str) -> list[tuple[str, int, int]]:
     out = []
     while int(cur.timestamp()) < window.until:
         if period == "month":
-            nxt = _add_months(cur, 1)
+            nxt = add_months(cur, 1)
             label = cur.strftime("%Y-%m")
         else:
             step = 7 if period == "week" else 1

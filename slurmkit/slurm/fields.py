@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 
+# Slurm job ids are uint32; 0xfffffffe (NO_VAL) and 0xffffffff (INFINITE) are reserved (slurm.h).
+MAX_JOB_ID = 0xFFFFFFFD
+
 _NONE = {"", "None", "none", "Unknown", "N/A", "(null)", "NONE", "None assigned"}
 _DURATION = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)$")
 _GPU = re.compile(r"(?:^|[,/:])gpu(?::([^,=:]+))?(?:[:=](\d+))?(?=,|$)")

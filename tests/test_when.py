@@ -1,0 +1,58 @@
+"""One time syntax for every --since/--until: the same forms, errors and bounds (slurmkit/config/when.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+from click.testing import CliRunner
+
+from slurmkit.cli.main import cli
+from slurmkit.config import when
+from slurmkit.errors import InputError
+
+NOW = datetime(2026, 12, 4, 17, 30, tzinfo=timezone.utc)
+COMMANDS = [["status"], ["history"], ["report", "usage"], ["report", "efficiency"], ["report", "top"],
+            ["report", "idle"], ["admin", "reconcile"], ["admin", "import-sacct"]]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("now", NOW), ("90m", datetime(2026, 12, 4, 16, 0, tzinfo=timezone.utc)),
+    ("7d", datetime(2026, 11, 27, 17, 30, tzinfo=timezone.utc)),
+    ("30s", datetime(2026, 12, 4, 17, 29, 30, tzinfo=timezone.utc)),
+    ("yesterday", datetime(2026, 12, 3, tzinfo=timezone.utc)),
+    ("last-month", datetime(2026, 11, 1, tzinfo=timezone.utc)),
+    ("2026-11-01T08:00+01:00", datetime(2026, 11, 1, 7, tzinfo=timezone.utc)),
+    ("1796283710", datetime.fromtimestamp(1796283710, timezone.utc)),
+])
+def test_forms(text, expected):
+    assert when.parse_when(text, tz=timezone.utc, now=NOW, option="--since") == expected
+
+
+@pytest.mark.parametrize(("text", "why"), [("3650000d", "out of range"), ("1969-12-31T23:00", "before 1970"),
+                                           ("2028-01-01", "more than a year ahead"), ("someday", "cannot read")])
+def test_bounds_and_garbage_name_the_option(text, why):
+    with pytest.raises(InputError) as err:
+        when.parse_when(text, tz=timezone.utc, now=NOW, option="--until")
+    assert err.value.format().startswith("error: --until: ") and why in err.value.format()
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[" ".join(c) for c in COMMANDS])
+def test_every_since_option_reads_the_one_syntax(command, tmp_path):
+    """Each command refuses the same bad value with the same one-line error and exit 2, before doing any work,
+    and its --help lists the same forms."""
+    runner = CliRunner()
+    site = tmp_path / "nosuch.yaml"  # never read: the time is checked first or the site error would show
+    for bad, why in (("someday", "cannot read 'someday' as a time"), ("999999d", "'999999d' is out of range")):
+        res = runner.invoke(cli, [*command, "--since", bad], env={"SK_SITE": str(site)})
+        assert res.exit_code == 2, (command, res.output)
+        assert f"error: --since: {why}" in res.output and "Traceback" not in res.output, res.output
+    help_text = " ".join(runner.invoke(cli, [*command, "--help"], terminal_width=400).output.split())
+    assert " ".join(when.FORMS.split()) in help_text, help_text
+
+
+@pytest.mark.parametrize("args", [["report", "job", "99999999999999999999999"], ["status", "0"],
+                                  ["report", "top", "--limit", "-1"], ["report", "idle", "--limit", "0"]])
+def test_out_of_range_ids_and_limits_are_usage_errors(args):
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2 and "Traceback" not in res.output and "Invalid value" in res.output, res.output
