@@ -44,7 +44,26 @@ def _accounting(site_path: str | None, spool_dir: str | None, store_url: str | N
         acc = resolve_site(site_path).accounting
         spool_dir, store_url, group = spool_dir or acc.spool_dir, store_url or acc.store, acc.admin_group
         transport = acc.transport
+    _check_spool(spool_dir)
     return spool_dir, store_url, group, transport  # type: ignore[return-value]
+
+
+def _check_spool(spool_dir: str) -> None:
+    """A spool that exists must be a real directory: a file, /dev/null or a link is refused before any work
+    (the hooks create a missing one)."""
+    import os
+    import stat
+
+    try:
+        mode = os.lstat(spool_dir).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InputError(Problem(f"cannot read the spool {spool_dir}: {exc.strerror}", key="--spool")) from exc
+    if not stat.S_ISDIR(mode):
+        kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a directory"
+        raise InputError(Problem(f"the spool {spool_dir} is {kind}", key="--spool",
+                                 hint="give the spool directory the hooks write into (site accounting.spool_dir)"))
 
 
 @contextlib.contextmanager

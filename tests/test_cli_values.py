@@ -1,4 +1,4 @@
-"""One time syntax for every --since/--until: the same forms, errors and bounds (slurmkit/config/when.py)."""
+"""Command-line values checked before any work: one time syntax for --since/--until, job ids, limits, the spool."""
 
 from __future__ import annotations
 
@@ -56,3 +56,14 @@ def test_every_since_option_reads_the_one_syntax(command, tmp_path):
 def test_out_of_range_ids_and_limits_are_usage_errors(args):
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 2 and "Traceback" not in res.output and "Invalid value" in res.output, res.output
+
+
+@pytest.mark.parametrize("kind", ["devnull", "file", "link"])
+def test_a_spool_that_is_not_a_directory_is_refused_before_any_work(kind, tmp_path):
+    spool = {"devnull": "/dev/null", "file": str(tmp_path / "file"), "link": str(tmp_path / "link")}[kind]
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    res = CliRunner().invoke(cli, ["admin", "ingest", "--spool", spool, "--store", str(tmp_path / "s.db")])
+    assert res.exit_code == 2 and res.output.startswith(f"error: --spool: the spool {spool} is "), res.output
+    assert not (tmp_path / "s.db").exists()
