@@ -1,4 +1,5 @@
-"""Quoting for the two languages a job script speaks: bash, and sbatch's #SBATCH option lines.
+"""Quoting for the two languages a job script speaks (bash, and sbatch's #SBATCH option lines), and for the
+terminal that shows users' values.
 
 Templates never build shell text from user values themselves: the render environment quotes every `{{ }}`
 by default, and only `Shell` strings (built here, from quoted parts) pass through unchanged.
@@ -99,3 +100,23 @@ def word_with_params(text: str, params: set[str], where: str = "command") -> She
     if literal:
         out.append(shlex.quote(literal))
     return Shell("".join(out) or "''")
+
+
+# C0 controls, DEL and C1 controls (ESC, BEL, CR, CSI 0x9b...), and the lone surrogates that stand for undecodable
+# bytes (surrogateescape): shown as escapes, so a job name cannot move the cursor or set an admin's window title.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    if 0xdc80 <= code <= 0xdcff:  # an undecodable byte kept by surrogateescape: show the byte
+        return f"\\x{code - 0xdc00:02x}"
+    return repr(m.group())[1:-1] if code < 0xd800 else f"\\u{code:04x}"
+
+
+def for_terminal(value: object) -> str:
+    """`value` as text that is safe to print to a terminal: control characters become \\xNN (\\t, \\n, \\r too).
+
+    Human-readable output only (tables, markdown, messages); JSON, CSV and Parquet keep the raw value.
+    """
+    return _UNPRINTABLE.sub(_escape, str(value))

@@ -67,3 +67,12 @@ def test_a_spool_that_is_not_a_directory_is_refused_before_any_work(kind, tmp_pa
     res = CliRunner().invoke(cli, ["admin", "ingest", "--spool", spool, "--store", str(tmp_path / "s.db")])
     assert res.exit_code == 2 and res.output.startswith(f"error: --spool: the spool {spool} is "), res.output
     assert not (tmp_path / "s.db").exists()
+
+
+def test_status_lines_escape_control_characters_in_names_and_reasons():
+    from slurmkit.cli.follow import _line
+    from slurmkit.job import JobInfo
+
+    j = JobInfo(job_id="7", name="a\x1b]0;t\x07", user="alice", state="PENDING", reason="x\rY", partition="gpu")
+    line = _line("7", j, "PENDING", j.reason)
+    assert "a\\x1b]0;t\\x07" in line and "x\\rY" in line and not any(c in line for c in "\x1b\x07\r")

@@ -188,3 +188,27 @@ def test_relative_spans_back_from_now():
     assert parse_window("90m", None, now=now).since == int(now.timestamp()) - 90 * 60  # minutes, as in sk admin
     assert parse_window("36h", None, now=now).since == int(now.timestamp()) - 36 * H
     assert parse_window("2w", None, now=now).since == int(now.timestamp()) - 14 * 24 * H
+
+
+def test_control_characters_in_users_values_never_reach_the_terminal(tmp_path):
+    """A job name with ESC/BEL/CR (an OSC title sequence), an account with CSI: escaped in the human-readable
+    outputs (job, table, markdown), raw in JSON."""
+    db = tmp_path / "a.db"
+    s = scenario(db)
+    evil = "x\x1b]0;owned\x07\r\x9b2J"
+    add_job(s, 50, user="alice", account=evil, gpus=2, start=T0 + H, end=T0 + 2 * H)
+    s.execute("UPDATE jobs SET job_name = ? WHERE job_id = 50", (evil,))
+    add_gpus(s, 50, [0, 90], idle=[1.0, 0.0])
+    s.conn.commit()
+    s.close()
+    outputs = [sk("report", "job", "50", "--db", str(db)).stdout]
+    outputs += [sk("report", kind, *DAY, "--by", "account", "--db", str(db), "--format", fmt).stdout
+                for kind in ("usage", "idle") for fmt in ("table", "markdown")]
+    for out in outputs:
+        assert "x\\x1b]0;owned\\x07\\r\\x9b2J" in out, out
+        assert not any(c in out for c in "\x1b\x07\r\x9b"), out
+    raw = json.loads(sk("report", "usage", *DAY, "--by", "account", "--db", str(db), "--format", "json").stdout)
+    def values(x):
+        return [v for i in x.values() for v in values(i)] if isinstance(x, dict) else \
+            [v for i in x for v in values(i)] if isinstance(x, list) else [x]
+    assert evil in values(raw), raw

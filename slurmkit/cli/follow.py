@@ -56,10 +56,12 @@ _HEADER = (f"{'JOBID':<16} {'NAME':<20} {'USER':<10} {'STATE':<11} {'PARTITION':
 
 
 def _line(job_id: str, j: JobInfo, state: str, extra: str) -> str:
+    from slurmkit.quoting import for_terminal as t  # a job name may hold ESC, BEL or CR
+
     gpus = "" if j.gpus is None else str(j.gpus)
     left = j.time_left if not j.terminal else ""
-    return (f"{job_id:<16} {j.name[:20]:<20} {j.user[:10]:<10} {state:<11} {j.partition[:10]:<10} {gpus:>4} "
-            f"{j.elapsed:>10} {left:>10} {j.nodes[:14]:<14} {extra}")
+    return (f"{job_id:<16} {t(j.name)[:20]:<20} {t(j.user)[:10]:<10} {state:<11} {t(j.partition)[:10]:<10} "
+            f"{gpus:>4} {j.elapsed:>10} {left:>10} {t(j.nodes)[:14]:<14} {t(extra)}")
 
 
 def _rows(jobs: list[JobInfo], expand: bool) -> Iterable[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from slurmkit.errors import InputError, Problem
+from slurmkit.quoting import for_terminal
 from slurmkit.report.build import Report
 from slurmkit.report.figures import BY_COLUMN
 
@@ -22,7 +23,7 @@ def _cell(value: Any, column: str) -> str:
         return "-"
     if isinstance(value, float):
         return f"{value:.1f}" if column.endswith("_pct") else f"{value:.2f}"
-    return str(value)
+    return for_terminal(value)  # users' names reach an admin's terminal: no control characters
 
 
 def _rows(report: Report) -> tuple[list[str], list[list[str]]]:
@@ -56,7 +57,7 @@ def _idle_jobs_text(report: Report, md: bool) -> str:
     if jobs is None or not len(jobs):
         return "no multi-GPU jobs with idle GPUs in this window"
     headers = ["job", "user", "account", "partition", "GPUs", "idle GPUs", "hours", "idle GPU-h", "mean util %"]
-    rows = [[_jobref(r), r["user"], r["account"], r["partition"], str(r["gpus"]),
+    rows = [[_jobref(r), *(for_terminal(r[k]) for k in ("user", "account", "partition")), str(r["gpus"]),
              f"{r['idle_gpus']} of {r['gpus_measured']}", f"{r['hours']:.2f}", f"{r['idle_gpu_hours']:.2f}",
              f"{r['mean_util_pct']:.1f}"] for _, r in jobs.iterrows()]
     return (_md_table if md else _text_table)(headers, rows)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slurmkit.errors import InputError, JobNotFound, Problem
+from slurmkit.quoting import for_terminal
 from slurmkit.report.figures import IDLE_UTIL_PCT
 from slurmkit.report.query import Scope
 from slurmkit.store.db import Store
@@ -92,7 +93,8 @@ def _f(v: Any, spec: str = ".1f") -> str:
 def render(runs: list[JobRun], fmt_time) -> str:
     out = []
     for r in runs:
-        j = r.job
+        # users' values reach a terminal: no control characters (the JSON keeps them raw)
+        j = {k: for_terminal(v) if isinstance(v, str) else v for k, v in r.job.items()}
         head = f"job {j['job_id']}"
         if j["array_job_id"] is not None and j["array_task_id"] is not None:
             head += f" (array {j['array_job_id']}_{j['array_task_id']})"
@@ -112,8 +114,9 @@ def render(runs: list[JobRun], fmt_time) -> str:
                 mem = f"{_f(g['mem_max_mib'], 'd')}/{_f(g['mem_total_mib'], 'd')}"
                 idle = None if g["idle_fraction"] is None else g["idle_fraction"] * 100
                 energy = None if g["energy_j"] is None else g["energy_j"] / 1000
-                out.append(f"  {g['node']:<12} {g['gpu_index']:>3} {_f(g['util_mean']):>7} {_f(g['util_max']):>6} "
-                           f"{_f(idle):>6} {mem:>18} {_f(energy):>9}  {g['source']}")
+                node, source = for_terminal(g["node"]), for_terminal(g["source"])
+                out.append(f"  {node:<12} {g['gpu_index']:>3} {_f(g['util_mean']):>7} {_f(g['util_max']):>6} "
+                           f"{_f(idle):>6} {mem:>18} {_f(energy):>9}  {source}")
     return "\n".join(out)
 
 
