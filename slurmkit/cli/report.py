@@ -51,16 +51,18 @@ def _common(fn):
 
 
 def _open(db: str | None, site_path: str | None):
-    from slurmkit.report.access import open_readonly, scope_for
+    from slurmkit.report.access import open_readonly, store_scope, trusted
 
-    admin_group = "slurmkit-admin"
+    admin_group, config_trusted = "slurmkit-admin", False
     if db is None or site_path:
-        from slurmkit.site.model import resolve_site
+        from slurmkit.site.model import find_site_file, load_site
 
-        site = resolve_site(site_path)
-        admin_group = site.accounting.admin_group
+        path = find_site_file(site_path)
+        site = load_site(path)
+        admin_group, config_trusted = site.accounting.admin_group, trusted(path)
         db = db or site.accounting.store
-    return open_readonly(db, admin_group), scope_for(admin_group), admin_group
+    store = open_readonly(db, admin_group)
+    return store, store_scope(db, admin_group, config_trusted), admin_group
 
 
 def _open_sacct(window, db: str | None, site_path: str | None):

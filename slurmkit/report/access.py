@@ -9,7 +9,10 @@ Privacy is enforced by the operating system first, by slurmkit second:
 * If a non-admin can read a store anyway (their own copy, a PostgreSQL role with SELECT), every query is
   restricted to ``user_name = <their login>``; the report says so.
 
-Admin = the invoking user is root or is a member (primary or supplementary) of admin_group.
+Admin = the invoking user is root, or a member (primary or supplementary) of a group that no user can choose:
+for a SQLite store, the group that owns the store file (set by ingest); otherwise the admin_group of a site
+config only root can write (owned by root, not writable by group or others). A --site FILE a user wrote naming
+their own group makes no one an admin.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import grp
 import os
 import pwd
 import sqlite3
+import stat
 import time
 from pathlib import Path
 
@@ -40,9 +44,39 @@ def is_admin(admin_group: str) -> bool:
     return group.gr_gid in os.getgroups() or group.gr_gid == os.getgid() or current_user() in group.gr_mem
 
 
+def in_group(gid: int) -> bool:
+    try:
+        members = grp.getgrgid(gid).gr_mem
+    except KeyError:
+        members = []
+    return gid in os.getgroups() or gid == os.getgid() or current_user() in members
+
+
+def trusted(path: str | Path) -> bool:
+    """A config file only root can change: its settings may decide who is an admin."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return st.st_uid == 0 and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
 def scope_for(admin_group: str) -> Scope:
     """Everyone for admins, else only the caller's own jobs."""
     return Scope(None) if is_admin(admin_group) else Scope(current_user())
+
+
+def store_scope(url: str, admin_group: str, config_trusted: bool) -> Scope:
+    """Who the caller may see in this store: see the module docstring."""
+    if os.geteuid() == 0:
+        return Scope(None)
+    if not is_postgres(url):
+        try:
+            gid = os.stat(Path(url).expanduser()).st_gid
+        except OSError:
+            return Scope(current_user())
+        return Scope(None) if in_group(gid) else Scope(current_user())
+    return scope_for(admin_group) if config_trusted else Scope(current_user())
 
 
 def open_readonly(url: str, admin_group: str) -> Store:
