@@ -109,18 +109,13 @@ def _order(files: dict[str, SpecFile]) -> list[tuple[str, str]]:
     return done
 
 
-def submit(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, ...], backend: str | None,
-           dry_run: bool, test_only: bool, as_json: bool) -> None:
-    from slurmkit.config.cache import read_spec
+def _requests(files: dict[str, SpecFile], site_path: str | None, backend: str | None, resolved: dict[str, int],
+              dry_run: bool):
+    """(path, name, backend, request) per spec, in dependency order; `resolved` is read as each one is planned,
+    so a caller that submits the previous request and records its job id there gets the dependency right."""
     from slurmkit.render import build_request
     from slurmkit.render import render as render_script
 
-    files = {}
-    for path in specs:  # every spec's YAML is checked before anything is submitted
-        if path not in files:
-            files[path] = read_spec(path, list(overrides))
-    resolved: dict[str, int] = {}
-    out = []
     be = None
     for path, name in _order(files):
         f = files[path]
@@ -131,7 +126,46 @@ def submit(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, 
             from slurmkit.backends import get_backend
 
             be = get_backend(backend, plan.site)
-        if dry_run:
+        yield path, name, be, request
+
+
+def read_specs(specs, overrides) -> dict[str, SpecFile]:
+    """Every spec's YAML is read (and checked) before anything is submitted."""
+    from slurmkit.config.cache import read_spec
+
+    return {str(p): read_spec(str(p), list(overrides)) for p in dict.fromkeys(specs)}
+
+
+def submit_specs(specs, site_path: str | None = None, overrides=(), backend: str | None = None,
+                 test_only: bool = False) -> list[dict]:
+    """Submit specs (dependencies by name resolved in order); one result dict per spec. No output but warnings
+    (stderr): the CLI and the Python API (slurmkit.api) print or return these."""
+    from slurmkit.submission import submit as submit_request
+
+    resolved: dict[str, int] = {}
+    out = []
+    for path, name, be, request in _requests(read_specs(specs, overrides), site_path, backend, resolved, False):
+        result = submit_request(be, request, test_only=test_only)
+        if result.job_id:
+            resolved[name] = result.job_id
+        item = {"file": path, "name": name, "job_id": result.job_id, "cluster": result.cluster,
+                "backend": result.backend, "reused": result.reused, "tag": request.tag, "_backend": be}
+        if test_only:
+            item["test_only"] = result.test_only
+        out.append(item)
+    return out
+
+
+def submit(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, ...], backend: str | None,
+           dry_run: bool, test_only: bool, as_json: bool, parsable: bool = False) -> None:
+    if parsable and (as_json or dry_run or test_only):
+        from slurmkit.errors import InputError, Problem
+
+        raise InputError(Problem("--parsable prints job ids: it does not go with --json, --dry-run or --test-only",
+                                 key="--parsable", hint="drop one of them"))
+    if dry_run:
+        out = []
+        for path, name, be, request in _requests(read_specs(specs, overrides), site_path, backend, {}, True):
             command = be.describe(request, test_only=test_only)
             if as_json:
                 out.append({"file": path, "name": name, "script": request.script, "command": command,
@@ -139,22 +173,20 @@ def submit(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, 
             else:
                 echo(f"# {path}: would run: {command}\n")
                 echo(request.script)
+        if as_json:
+            echo_json(out)
+        return
+    results = submit_specs(specs, site_path, overrides, backend, test_only)
+    for item in results:
+        item.pop("_backend")
+        if as_json:
             continue
-        from slurmkit.submission import submit as submit_request
-
-        result = submit_request(be, request, test_only=test_only)
-        if result.job_id:
-            resolved[name] = result.job_id
-        item = {"file": path, "name": name, "job_id": result.job_id, "cluster": result.cluster,
-                "backend": result.backend, "reused": result.reused, "tag": request.tag}
-        if test_only:
-            item["test_only"] = result.test_only
-        out.append(item)
-        if not as_json:
-            if test_only:
-                echo(f"{path}: {result.test_only}")
-            else:
-                again = " (found the job an earlier attempt created)" if result.reused else ""
-                echo(f"Submitted {name} as job {result.job_id}{again}. Follow it: sk logs -f {result.job_id}")
+        if parsable:  # like sbatch --parsable: jobid[;cluster], one line per job, nothing else on stdout
+            echo(f"{item['job_id']};{item['cluster']}" if item["cluster"] else str(item["job_id"]))
+        elif test_only:
+            echo(f"{item['file']}: {item['test_only']}")
+        else:
+            again = " (found the job an earlier attempt created)" if item["reused"] else ""
+            echo(f"Submitted {item['name']} as job {item['job_id']}{again}. Follow it: sk logs -f {item['job_id']}")
     if as_json:
-        echo_json(out)
+        echo_json(results)

@@ -42,7 +42,8 @@ COMMANDS = {
     "render": Command(actions.render, "spec", False, {**_SPEC_OPTIONS, "-o": "output", "--output": "output"},
                       {"--explain": "explain"}, writable=frozenset({"output"})),
     "submit": Command(actions.submit, "specs", True, {**_SPEC_OPTIONS, "--backend": "backend"},
-                      {"--dry-run": "dry_run", "--test-only": "test_only", "--json": "as_json"}),
+                      {"--dry-run": "dry_run", "--test-only": "test_only", "--parsable": "parsable",
+                       "--json": "as_json"}),
 }
 
 

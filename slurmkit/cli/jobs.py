@@ -58,10 +58,12 @@ def render(spec: str, output: str | None, site_path: str | None, overrides: tupl
 @backend_option
 @click.option("--dry-run", is_flag=True, help="Print the script and the exact submission; submit nothing.")
 @click.option("--test-only", is_flag=True, help="Ask Slurm when and where the job would start (sbatch --test-only).")
+@click.option("--parsable", is_flag=True,
+              help="Print only jobid[;cluster] per job, like sbatch --parsable: jobid=$(sk submit --parsable x.yaml)")
 @json_option
 @handle_errors
 def submit(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, ...], backend: str | None,
-           dry_run: bool, test_only: bool, as_json: bool) -> None:
+           dry_run: bool, test_only: bool, parsable: bool, as_json: bool) -> None:
     """Render job specs and submit them to Slurm.
 
     Several specs may be given; a spec whose `dependency` names another spec's `name` is submitted after it
@@ -72,8 +74,9 @@ def submit(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, 
     Example:  sk submit train.yaml
               sk submit preprocess.yaml train.yaml      # train.yaml: dependency: {afterok: [preprocess]}
               sk submit train.yaml --dry-run
+              jobid=$(sk submit --parsable train.yaml)
     """
-    actions.submit(specs, site_path, overrides, backend, dry_run, test_only, as_json)
+    actions.submit(specs, site_path, overrides, backend, dry_run, test_only, as_json, parsable)
 
 
 @click.command()
