@@ -305,7 +305,9 @@ def apply_set(data: dict[str, Any], sets: list[tuple[list[str], Any, str]]) -> N
 
 def spec_from_source(src: Source, overrides: list[str] | None = None) -> JobSpec:
     if overrides:
-        apply_set(src.data, parse_set(overrides))
+        sets = parse_set(overrides)
+        apply_set(src.data, sets)
+        src.overridden.update({tuple(path): text for path, _value, text in sets})
     return validate(JobSpec, src, SpecError)
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -76,3 +78,31 @@ def test_status_lines_escape_control_characters_in_names_and_reasons():
     j = JobInfo(job_id="7", name="a\x1b]0;t\x07", user="alice", state="PENDING", reason="x\rY", partition="gpu")
     line = _line("7", j, "PENDING", j.reason)
     assert "a\\x1b]0;t\\x07" in line and "x\\rY" in line and not any(c in line for c in "\x1b\x07\r")
+
+
+def _spec(tmp_path, text: str, name: str = "s.yaml") -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+GOOD = "name: ok\nlauncher: none\ngpus_per_node: 1\ntime: '00:05:00'\ncommand: [hostname]\n"
+SITE = str(Path(__file__).resolve().parents[1] / "site_config" / "devcluster.yaml")
+
+
+def test_validate_json_lists_every_problem_of_every_spec_and_exits_2(tmp_path):
+    bad = _spec(tmp_path, "name: bad\nnodes: 0\ntim: 5\ncommand: [x]\n", "bad.yaml")
+    good = _spec(tmp_path, GOOD)
+    res = CliRunner().invoke(cli, ["validate", bad, good, "--site", SITE, "--json"])
+    assert res.exit_code == 2, res.output
+    out = json.loads(res.stdout)
+    assert [r["ok"] for r in out] == [False, True]
+    assert {(p["key"], p["line"]) for p in out[0]["problems"]} == {("nodes", 2), ("tim", 3)}
+
+
+def test_an_error_in_a_set_value_names_the_set_argument_not_a_line(tmp_path):
+    good = _spec(tmp_path, GOOD)
+    res = CliRunner().invoke(cli, ["validate", good, "--site", SITE, "--set", "nodes=abc", "--set", "gpus_per_node=99"])
+    assert res.exit_code == 2
+    assert "--set nodes=abc: error: nodes: Input should be a valid integer" in res.output, res.output
+    assert f"{good}:" not in res.output.split("\n")[0]

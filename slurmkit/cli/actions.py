@@ -52,17 +52,35 @@ def validate(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str
     from slurmkit.config.cache import read_spec
     from slurmkit.render import plan_summary
 
+    from dataclasses import asdict
+
+    from slurmkit.errors import EXIT_USAGE, InputError, SiteConfigError
+
     results = []
-    for path in specs:
-        f = read_spec(path, list(overrides))
-        plan = _plan(f, site_path, _placeholder_deps(f))
+    failed = False
+    for path in specs:  # every spec is checked, and every problem of each is reported, before the exit status
+        try:
+            f = read_spec(path, list(overrides))
+            plan = _plan(f, site_path, _placeholder_deps(f))
+        except SiteConfigError:
+            raise  # the site is the same for every spec: once is enough
+        except InputError as exc:
+            failed = True
+            if as_json:
+                results.append({"file": path, "ok": False, "problems": [asdict(p) for p in exc.problems]})
+            else:
+                echo(exc.format(), err=True)
+            continue
         _warn(plan)
-        results.append({"file": path, **plan_summary(plan)})
+        results.append({"file": path, "ok": True, "warnings": [asdict(w) for w in plan.warnings],
+                        **plan_summary(plan)})
         if not as_json:
             echo(f"{path}: ok ({plan.recipe}: {plan.spec.nodes} node(s) x {plan.gpus_per_node} "
                  f"{plan.sbatch['gpus-per-node'].split(':')[0]} GPU(s), partition {plan.partition_name})")
     if as_json:
         echo_json(results)
+    if failed:
+        sys.exit(EXIT_USAGE)
 
 
 def render(spec: str, output: str | None, site_path: str | None, overrides: tuple[str, ...], explain: bool) -> None:

@@ -35,6 +35,8 @@ class Source:
     data: dict[str, Any]
     file: str
     lines: dict[KeyPath, int] = field(default_factory=dict)
+    # Keys a `--set key=value` replaced -> that argument: a problem there names it, not a line of the file.
+    overridden: dict[KeyPath, str] = field(default_factory=dict)
 
     def line_of(self, path: KeyPath) -> int | None:
         """Line of `path`, or of its nearest parent that we know."""
@@ -46,6 +48,11 @@ class Source:
         return None
 
     def problem(self, path: KeyPath, message: str, hint: str | None = None, severity: str = "error") -> Problem:
+        path = tuple(path)
+        for n in range(len(path), 0, -1):
+            if path[:n] in self.overridden:
+                return Problem(message, file=f"--set {self.overridden[path[:n]]}", key=dotted(path) or None,
+                               hint=hint, severity=severity)
         return Problem(
             message, file=self.file, key=dotted(path) or None, line=self.line_of(path), hint=hint,
             severity=severity,
