@@ -212,3 +212,36 @@ def test_control_characters_in_users_values_never_reach_the_terminal(tmp_path):
         return [v for i in x.values() for v in values(i)] if isinstance(x, dict) else \
             [v for i in x for v in values(i)] if isinstance(x, list) else [x]
     assert evil in values(raw), raw
+
+
+def test_csv_opens_in_pandas_as_is_and_parquet_keeps_the_window(tmp_path):
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    db = tmp_path / "a.db"
+    scenario(db).close()
+    out = sk("report", "usage", *DAY, "--by", "user", "--db", str(db), "--format", "csv", "-o", str(tmp_path / "u.csv"))
+    assert out.returncode == 0, out.stderr
+    df = pd.read_csv(tmp_path / "u.csv")
+    data = json.loads(sk("report", "usage", *DAY, "--by", "user", "--db", str(db), "--format", "json").stdout)
+    assert sorted(df["user"]) == sorted(r["user"] for r in data["rows"])
+    meta = json.loads((tmp_path / "u.csv.meta.json").read_text())
+    assert meta["since"] == "2026-11-01 00:00 UTC" and meta["tz"] == "UTC" and meta["definitions"]
+    stdout = sk("report", "usage", *DAY, "--by", "user", "--db", str(db), "--format", "csv")
+    assert not stdout.stdout.startswith("#") and "# " in stdout.stderr  # notes beside the data, not in it
+    assert sk("report", "usage", *DAY, "--db", str(db), "--format", "parquet", "-o", str(tmp_path / "u.parquet")
+              ).returncode == 0
+    pmeta = json.loads(pq.read_schema(tmp_path / "u.parquet").metadata[b"slurmkit"])
+    assert (pmeta["since_epoch"], pmeta["until_epoch"]) == (data["since_epoch"], data["until_epoch"])
+    assert pmeta["tz"] == "UTC"
+    assert pmeta["simulated_metrics"] is True
+
+
+def test_a_report_by_total_prints_its_row_once(tmp_path):
+    db = tmp_path / "a.db"
+    scenario(db).close()
+    text = sk("report", "idle", *DAY, "--db", str(db)).stdout
+    assert text.startswith("GPU idle report by total"), text
+    table = text.split("jobs with idle GPUs:")[0].splitlines()
+    header = next(i for i, line in enumerate(table) if line.startswith("----"))
+    assert len([line for line in table[header + 1:] if line.strip()]) == 1, text

@@ -49,12 +49,11 @@ def _dependency_names(data: dict) -> set[str]:
 
 
 def validate(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
-    from slurmkit.config.cache import read_spec
-    from slurmkit.render import plan_summary
-
     from dataclasses import asdict
 
+    from slurmkit.config.cache import read_spec
     from slurmkit.errors import EXIT_USAGE, InputError, SiteConfigError
+    from slurmkit.render import plan_summary
 
     results = []
     failed = False

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ def _rows(report: Report) -> tuple[list[str], list[list[str]]]:
     cols = [*report.group_columns, *report.columns]
     headers = [BY_COLUMN[c].label if c in BY_COLUMN else c for c in cols]
     rows = [[_cell(r[c], c) for c in cols] for _, r in report.table.iterrows()]
-    if len(report.table) > 1 or not report.group_columns:
+    if len(report.table) > 1:  # one row is its own total (a report "by total" printed it twice)
         total = ["TOTAL", *[""] * (len(report.group_columns) - 1)] if report.group_columns else []
         rows.append(total + [_cell(report.totals.get(c), c) for c in report.columns])
     return headers, rows
@@ -99,6 +100,17 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def metadata(report: Report) -> dict[str, Any]:
+    """What a table means (window, zone, scope, definitions, sources, notes): JSON's header, the CSV's sidecar
+    file and the Parquet file's schema metadata, so no file loses it."""
+    meta = as_dict(report)
+    for key in ("rows", "totals", "idle_jobs"):
+        meta.pop(key, None)
+    meta["columns"] = {c: BY_COLUMN[c].label if c in BY_COLUMN else c for c in [*report.group_columns,
+                                                                              *report.columns]}
+    return meta
+
+
 def as_dict(report: Report) -> dict[str, Any]:
     cols = [*report.group_columns, *report.columns]
     rows = [{c: _clean(r[c]) for c in cols} for _, r in report.table.iterrows()]
@@ -138,8 +150,13 @@ def _write(report: Report, fmt: str, output: str | None, html_builder) -> str | 
         raise InputError(Problem(f"--format {fmt} writes a file: give -o FILE", key="-o",
                                  hint=f"e.g. -o report.{fmt}"))
     if fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         cols = [*report.group_columns, *report.columns]
-        report.table[cols].to_parquet(output, index=False)
+        table = pa.Table.from_pandas(report.table[cols], preserve_index=False)
+        meta = {**(table.schema.metadata or {}), b"slurmkit": json.dumps(metadata(report), default=str).encode()}
+        pq.write_table(table.replace_schema_metadata(meta), output)
         return None
     if fmt == "html":
         assert html_builder is not None
@@ -148,9 +165,15 @@ def _write(report: Report, fmt: str, output: str | None, html_builder) -> str | 
     if fmt == "json":
         text = json.dumps(as_dict(report), indent=2, default=str)
     elif fmt == "csv":
+        # Plain CSV that pandas.read_csv and spreadsheets open as is; what it means goes beside it (FILE.meta.json)
+        # or, on a terminal, to stderr.
         cols = [*report.group_columns, *report.columns]
-        header = "".join(f"# {n}\n" for n in report.notes)
-        text = header + report.table[cols].to_csv(index=False, float_format="%.6g")
+        text = report.table[cols].to_csv(index=False, float_format="%.6g")
+        if output:
+            Path(f"{output}.meta.json").write_text(json.dumps(metadata(report), indent=2, default=str) + "\n",
+                                                   encoding="utf-8")
+        else:
+            sys.stderr.write("".join(f"# {n}\n" for n in report.notes))
     else:
         text = render_text(report, fmt)
     if output:
