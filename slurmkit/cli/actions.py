@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from slurmkit.plan import Plan
 
 
-def _plan(f: SpecFile, site_path: str | None, deps: dict[str, int] | None = None) -> Plan:
+def _plan(f: SpecFile, site_path: str | None, deps: dict[str, int] | None = None, paths: bool = True) -> Plan:
     # Order of the checks (and so of the first error a user sees): the spec's YAML (read_spec), the site
     # config, then the spec itself. Both are plain copies of the validated models (configcache.py).
     from slurmkit.config import cache as configcache
@@ -25,8 +25,13 @@ def _plan(f: SpecFile, site_path: str | None, deps: dict[str, int] | None = None
     from slurmkit.site.lookup import find_site_file
 
     site = configcache.load_site(find_site_file(site_path))
+    from slurmkit.preflight import check_paths
+
     spec, src = f.validate()
-    return make_plan(spec, site, src, deps)  # type: ignore[arg-type] - the copies quack like the models
+    plan = make_plan(spec, site, src, deps)  # type: ignore[arg-type] - the copies quack like the models
+    if paths:  # validate and submit: where the job will run; `sk render` only shows a script
+        plan.warnings.extend(check_paths(plan, src))
+    return plan
 
 
 def _warn(plan: Plan) -> None:
@@ -87,7 +92,7 @@ def render(spec: str, output: str | None, site_path: str | None, overrides: tupl
     from slurmkit.render import render as render_script
 
     f = read_spec(spec, list(overrides))
-    plan = _plan(f, site_path, _placeholder_deps(f))
+    plan = _plan(f, site_path, _placeholder_deps(f), paths=False)
     _warn(plan)
     if explain:
         from slurmkit.render import plan_summary
