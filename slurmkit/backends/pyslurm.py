@@ -110,10 +110,11 @@ def description_kwargs(request: SubmitRequest, environ: dict[str, str] | None = 
     kwargs["comment"] = f"sk:{request.tag}"
     kwargs["script"] = request.script
     kwargs.setdefault("working_directory", request.workdir)
-    if request.environment:
-        # pyslurm's dict form exports only SLURM_* plus the dict; sbatch's default is everything (--export=ALL).
-        env = {k: v for k, v in (os.environ if environ is None else environ).items() if not k.startswith("SLURM_")}
-        kwargs["environment"] = {**env, **request.environment}
+    # Always an explicit dict, as sbatch's default --export=ALL would send: pyslurm 25.11.2's own "ALL" (its default)
+    # merges libslurm's `environ`, which arrives empty, and slurmctld then refuses the job ("batch job cannot run
+    # without an environment", seen on the devcluster). The dict form adds the caller's SLURM_* variables itself.
+    env = {k: v for k, v in (os.environ if environ is None else environ).items() if not k.startswith("SLURM_")}
+    kwargs["environment"] = {**env, **request.environment}
     return kwargs
 
 
@@ -161,9 +162,15 @@ def detect(*, find_spec: Callable = importlib.util.find_spec, import_module: Cal
 def _job_info(job: Any) -> JobInfo:
     jid = str(job.id)
     array_job_id = task = None
-    if job.array_id and job.array_task_id is not None:
-        array_job_id, task = str(job.array_id), str(job.array_task_id)
-        jid = f"{job.array_id}_{job.array_task_id}"
+    if job.array_id:
+        array_job_id = str(job.array_id)
+        waiting = getattr(job, "array_tasks_waiting", None)
+        if job.array_task_id is not None:
+            task = str(job.array_task_id)
+        elif not waiting:
+            task = "0"  # pyslurm 25.11 reads every 0 as "unset" (u32_parse), task 0 included
+        # Slurm's collapsed pending record keeps its "123_[4-9]" form, one entry (see base.py).
+        jid = f"{job.array_id}_{task}" if task is not None else f"{job.array_id}_[{waiting}]"
     secs = int(job.run_time or 0)
     h, rem = divmod(secs, 3600)
     elapsed = f"{h:02d}:{rem // 60:02d}:{rem % 60:02d}"
@@ -224,13 +231,21 @@ class PyslurmBackend(Backend):
         return None
 
     def _job(self, job_id: str) -> list[JobInfo]:
+        """One job, or every task of an array ("123"), or one task ("123_4"). Job.load gives only the record
+        whose id it is asked for (for an array: one task), so an array's tasks come from Jobs.load."""
         ps = self.pyslurm
+        base, _, task = job_id.partition("_")
         try:
-            return [_job_info(ps.Job.load(int(job_id.split("_")[0])))]
+            job = ps.Job.load(int(base))
+            if not job.array_id and not task:
+                return [_job_info(job)]
+            array = job.array_id or int(base)
+            found = [_job_info(j) for j in ps.Jobs.load().values() if j.array_id == array]
         except ps.RPCError as exc:
             if slurm_errors.classify(str(exc)) == "not-found":
                 return []
             raise self._rpc(exc) from exc
+        return [j for j in found if not task or j.array_task == task]
 
     def jobs(self, query: JobQuery) -> list[JobInfo]:
         # The controller's jobs only (pyslurm.db is not read): a job that left it (MinJobAge) is absent.
