@@ -79,7 +79,7 @@ def validate(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str
         results.append({"file": path, "ok": True, "warnings": [asdict(w) for w in plan.warnings],
                         **plan_summary(plan)})
         if not as_json:
-            echo(f"{path}: ok ({plan.recipe}: {plan.spec.nodes} node(s) x {plan.gpus_per_node} "
+            echo(f"{path}: ok (launcher {plan.launcher.name}: {plan.spec.nodes} node(s) x {plan.gpus_per_node} "
                  f"{plan.sbatch['gpus-per-node'].split(':')[0]} GPU(s), partition {plan.partition_name})")
     if as_json:
         echo_json(results)
