@@ -105,6 +105,9 @@ def error_from(status: int, doc: dict[str, Any], what: str) -> Exception:
     if (status in (400, 422) and slurm_errors.classify(text) == "other") or "Unable to convert" in text:
         return InputError(Problem(f"slurmrestd could not parse the {what}: {text}",
                                   hint="an option value is not accepted by this slurmrestd; try --backend cli"))
+    if "Protocol authentication error" in text:  # slurmctld refused the JWT slurmrestd passed on
+        return BackendError(f"slurmrestd refused the {what}: {text} (the token was not accepted)",
+                            hint="renew the token: export $(scontrol token lifespan=3600)")
     exc = slurm_errors.error(text, what)
     if isinstance(exc, BackendUnavailable):
         exc.message = exc.message.replace("unreachable:", "unreachable (via slurmrestd):")
@@ -136,6 +139,9 @@ def tagged_job(jobs: list[dict[str, Any]], tag: str, version: str = "v0.0.38") -
     return next((d.unit_id(j) for j in jobs if j.get("comment") == f"sk:{tag}"), None)
 
 
+_REMEMBERED = 32
+
+
 def _remembered_path():
     from slurmkit.config.userdirs import cache_dir
 
@@ -160,7 +166,9 @@ def remember_version(url: str, version: str) -> None:
     with contextlib.suppress(OSError, ValueError, AttributeError):
         known = json.loads(path.read_text()) if path.exists() else {}
         known = known if isinstance(known, dict) else {}
-        known[url] = version
+        known.pop(url, None)
+        known[url] = version  # newest last; the oldest go first beyond _REMEMBERED (a test's private sockets)
+        known = dict(list(known.items())[-_REMEMBERED:])
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(known))
         os.replace(tmp, path)
