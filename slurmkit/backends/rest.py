@@ -332,6 +332,27 @@ class RestBackend(Backend):
             raise unsupported(offered, str(self.url))
         return best
 
+    def acting_user(self) -> str:
+        """Whose jobs "my jobs" are: the user slurmrestd acts as, which need not be the caller's uid.
+
+        JWT: the user the token is sent for. rest_auth/local: the uid slurmrestd runs as, which is the owner of
+        the socket it created (root may connect to any user's socket and submits as that user: observed on 25.11;
+        a root-owned socket says nothing, so the caller's own name is used then)."""
+        if self.user:
+            return self.user
+        if self.url and self.url.startswith("unix:"):
+            import pwd
+
+            try:
+                uid = os.stat(self.url.removeprefix("unix:").removeprefix("//")).st_uid
+                if uid != 0:
+                    return pwd.getpwuid(uid).pw_name
+            except (OSError, KeyError):
+                pass
+        elif self.url:
+            return getpass.getuser()
+        return slurm_me()
+
     # -- Backend -----------------------------------------------------------------------------------------------
     def describe(self, request: SubmitRequest, *, test_only: bool = False) -> str:
         version = self._guess()
@@ -385,7 +406,7 @@ class RestBackend(Backend):
         if query.ids:
             found = [j for job_id in query.ids for j in self._job(job_id)]
         else:
-            me = self.user or slurm_me()
+            me = self.acting_user()
             records = self._records()
             found = [self.dialect.job_info(r) for r in records
                      if query.user == "*" or r.get("user_name") == (query.user or me)]
