@@ -440,3 +440,16 @@ def test_a_pinned_version_is_never_renegotiated(replay):
     with pytest.raises(BackendError) as exc:
         RestBackend(replay, token="t", version="v0.0.37").find_by_tag("x")  # offered, but not one slurmkit speaks
     assert "serves API v0.0.37, which slurmkit does not speak" in exc.value.message
+
+
+def test_the_remembered_versions_keep_the_32_most_recent_urls(tmp_path):
+    from slurmkit.backends.rest import remember_version
+
+    for i in range(40):
+        remember_version(f"unix:/tmp/s{i}.sock", "v0.0.44" if i % 2 else "v0.0.38")
+    remember_version("unix:/tmp/s8.sock", "v0.0.43")  # the oldest kept, used again: now the newest
+    remember_version("unix:/tmp/new.sock", "v0.0.44")  # evicts the oldest, which is now s9
+    kept = json.loads((tmp_path / "cache" / "slurmkit" / "rest" / "versions.json").read_text())
+    assert len(kept) == 32 and list(kept)[-2:] == ["unix:/tmp/s8.sock", "unix:/tmp/new.sock"]
+    assert "unix:/tmp/s9.sock" not in kept and kept["unix:/tmp/s8.sock"] == "v0.0.43"
+    assert remembered_version("unix:/tmp/s39.sock") == "v0.0.44" and remembered_version("unix:/tmp/s0.sock") is None
