@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import click
 
 from slurmkit.cli.common import echo_json, handle_errors, json_option, site_option
+from slurmkit.cli.lazy import LazyGroup
 from slurmkit.config.when import FORMS
 from slurmkit.errors import InputError, Problem, StoreError
 
@@ -22,10 +23,10 @@ timeout_option = click.option("--timeout", "timeout_s", type=click.FloatRange(mi
                               help="How long to wait for a locked or unreachable store before giving up.")
 
 
-@click.group("admin")
+@click.group("admin", cls=LazyGroup, lazy={"notify": "slurmkit.cli.notify:notify"})
 def admin() -> None:
     """Accounting administration: move hook records from the spool into the store, and check the store
-    against Slurm's accounting database (reconcile, import-sacct)."""
+    against Slurm's accounting database (reconcile, import-sacct); mail owners of idle GPUs (notify idle)."""
 
 
 def _locations(site_path: str | None, spool_dir: str | None, store_url: str | None) -> tuple[str, str, str | None]:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from slurmkit.config.modeldata import GPUMixin, NodeTypeMixin, PartitionMixin, SiteMixin
 from slurmkit.config.source import Source, load
@@ -154,6 +154,81 @@ class Accounting(Strict):
     metric_source: Literal["auto", "nvml", "dcgm", "slurm", "simulated"] = "auto"
     simulated_trace: str | None = Field(None, description="trace file for the simulated source (tests, demo)")
     admin_group: str = Field("slurmkit-admin", description="Unix group whose members see every user's jobs")
+    state_dir: str = Field("/var/lib/slurmkit/sampler", description="the node samplers' state directory (the "
+                           "hooks' SK_STATE_DIR): where `sk admin notify idle` reads running jobs' readings")
+
+
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?"
+_HOST = re.compile(rf"^(\[[0-9A-Fa-f:.]+\]|{_LABEL}(\.{_LABEL})*)$")  # a DNS name, or [an IP literal]
+
+
+def _address(value: str) -> str:
+    """An RFC 5322 address (optionally with a display name) on one line, or ValueError."""
+    from email.utils import parseaddr
+
+    addr = parseaddr(value)[1]
+    local, at, host = addr.rpartition("@")
+    if any(c in value for c in "\r\n") or not (at and local and _HOST.match(host) and "." in host):
+        raise ValueError(f"{value!r} is not a mail address such as 'HPC support <hpc-support@example.edu>' or "
+                         "alice@example.edu")
+    return value
+
+
+def _user(value: str) -> str:
+    if not re.match(r"^[A-Za-z0-9_.][A-Za-z0-9_.@-]*$", value):
+        raise ValueError(f"{value!r} is not a user name")
+    return value
+
+
+MailAddress = Annotated[str, AfterValidator(_address)]
+UserName = Annotated[str, AfterValidator(_user)]
+
+
+class Notify(Strict):
+    """Idle-GPU notices (`sk admin notify idle`): the SMTP server they go through, who sends them, who gets them.
+    No password in here (users read this file): smtp_password_file names a file only the notifier can read."""
+
+    smtp_host: str = Field("localhost", description="SMTP server (relay) host name or address")
+    smtp_port: int | None = Field(None, ge=1, le=65535, description="default: 25, 587 with starttls, 465 with ssl")
+    starttls: bool = Field(False, description="upgrade the connection with STARTTLS (port 587)")
+    ssl: bool = Field(False, description="TLS from the first byte (SMTPS, port 465)")
+    smtp_user: str | None = Field(None, min_length=1, description="log in as this user (needs smtp_password_file)")
+    smtp_password_file: str | None = Field(None, min_length=1, description="file holding the SMTP password "
+                                           "(relative to this config's directory; keep it mode 0600)")
+    sender: MailAddress = Field(description="From: address, e.g. 'HPC support <hpc-support@example.edu>'")
+    domain: str | None = Field(None, description="a job's owner gets mail at user@domain")
+    addresses: dict[UserName, MailAddress] = Field(default_factory=dict, description="user -> address where "
+                                                   "user@domain is not it (wins over domain)")
+    idle_for: str = Field("1h", description="a GPU idle (below the accounting idle threshold) this long gets its "
+                          "job a notice: 90m, 1h, 2d")
+    timeout_s: float = Field(30.0, gt=0, le=600, description="SMTP connect/answer timeout")
+
+    @field_validator("smtp_host", "domain")
+    @classmethod
+    def _host(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and not _HOST.match(v):
+            what = "a host name or address such as smtp.example.edu" if info.field_name == "smtp_host" else \
+                "a mail domain such as example.edu"
+            raise ValueError(f"{v!r} is not {what}")
+        return v
+
+    @field_validator("idle_for")
+    @classmethod
+    def _idle_for(cls, v: str) -> str:
+        from slurmkit.config.when import span_seconds
+
+        if not span_seconds(v):
+            raise ValueError(f"{v!r} is not a length of time such as 90m, 1h or 2d")
+        return v
+
+    @model_validator(mode="after")
+    def _auth(self) -> Notify:
+        if self.starttls and self.ssl:
+            raise ValueError("starttls and ssl are both true: choose one (starttls for port 587, ssl for 465)")
+        if (self.smtp_user is None) != (self.smtp_password_file is None):
+            raise ValueError("smtp_user and smtp_password_file go together: give both to log in, neither to send "
+                             "without logging in")
+        return self
 
 
 class Site(SiteMixin, Strict):
@@ -173,6 +248,7 @@ class Site(SiteMixin, Strict):
     node_types: dict[str, NodeType]
     partitions: dict[str, Partition]
     accounting: Accounting = Field(default_factory=Accounting)
+    notify: Notify | None = Field(None, description="idle-GPU notices by mail (sk admin notify idle)")
     source_file: str | None = Field(None, exclude=True, description="where this config was read from")
 
     @model_validator(mode="after")
