@@ -28,4 +28,5 @@ def test_hook_wrapper_agrees_with_the_site_config():
     assert cfg.source == acc.metric_source == "simulated"  # pretend GPUs: never anything that looks measured
     assert cfg.transport == acc.transport
     assert cfg.trace == acc.simulated_trace
+    assert cfg.state_dir == acc.state_dir  # where `sk admin notify idle` reads the live readings
 

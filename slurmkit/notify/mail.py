@@ -46,8 +46,10 @@ def _advice(job: IdleJob) -> list[str]:
         first = (f"* If the job needs only the GPUs that worked, ask for {busy}: request gpus: {busy} in the job spec "
                  f"(sbatch --gpus={busy}), and the other {len(job.idle)} are free for other jobs.")
     else:
-        first = (f"* None of its GPUs {'is' if job.phase == 'running' else 'was'} working: check that the program uses a GPU at all (a CPU-only program "
-                 "belongs in a job without GPUs), and that it is not stuck waiting for input or another rank.")
+        verb = "is" if job.phase == "running" else "was"
+        first = (f"* None of its GPUs {verb} working: check that the program uses a GPU at all (a CPU-only "
+                 "program belongs in a job without GPUs), and that it is not stuck waiting for input or another "
+                 "rank.")
     lines = [first,
              "* If every GPU should be working, check that each rank sees its own GPU (run `sk doctor` inside "
              "the job) and that the data loader keeps up."]
