@@ -26,13 +26,14 @@ class Handler:
     received: list[Received] = field(default_factory=list)
     refuse: int = 0
     refused: int = 0
+    refuse_job: str | None = None  # refuse only messages whose X-Slurmkit-Job is this (cluster/job/run)
 
     async def handle_DATA(self, server, session, envelope) -> str:
-        if self.refuse > 0:
+        msg = message_from_bytes(envelope.original_content or envelope.content, policy=policy.default)
+        if self.refuse > 0 and self.refuse_job in (None, msg["X-Slurmkit-Job"]):
             self.refuse -= 1
             self.refused += 1
             return "451 4.3.0 try again later (refused by the test)"
-        msg = message_from_bytes(envelope.original_content or envelope.content, policy=policy.default)
         self.received.append(Received(envelope.mail_from, list(envelope.rcpt_tos), msg))  # type: ignore[arg-type]
         return "250 OK"
 
@@ -44,7 +45,8 @@ def free_port() -> int:
 
 
 @contextmanager
-def smtp_server(refuse: int = 0, login: tuple[str, str] | None = None) -> Iterator[tuple[Handler, int]]:
+def smtp_server(refuse: int = 0, login: tuple[str, str] | None = None,
+                refuse_job: str | None = None) -> Iterator[tuple[Handler, int]]:
     """`login`: (user, password) the server requires (AUTH PLAIN/LOGIN, allowed without TLS on loopback)."""
     from aiosmtpd.controller import Controller
     from aiosmtpd.smtp import AuthResult, LoginPassword
@@ -54,7 +56,7 @@ def smtp_server(refuse: int = 0, login: tuple[str, str] | None = None) -> Iterat
             (auth_data.login.decode(), auth_data.password.decode()) == login
         return AuthResult(success=ok)
 
-    handler = Handler(refuse=refuse)
+    handler = Handler(refuse=refuse, refuse_job=refuse_job)
     port = free_port()
     auth = {"auth_required": True, "auth_require_tls": False, "authenticator": check} if login else {}
     controller = Controller(handler, hostname="127.0.0.1", port=port, **auth)
