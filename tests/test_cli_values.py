@@ -15,7 +15,7 @@ from slurmkit.errors import InputError
 
 NOW = datetime(2026, 12, 4, 17, 30, tzinfo=timezone.utc)
 COMMANDS = [["status"], ["history"], ["report", "usage"], ["report", "efficiency"], ["report", "top"],
-            ["report", "idle"], ["admin", "reconcile"], ["admin", "import-sacct"]]
+            ["report", "idle"], ["admin", "reconcile"], ["admin", "import-sacct"], ["admin", "notify", "idle"]]
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -66,6 +66,11 @@ def idle_cmd(site_path: str | None, idle_for: str | None, since: str, state_dir:
     from slurmkit.site.model import resolve_site
     from slurmkit.store.db import is_postgres, open_store
 
+    start = to_epoch(since, option="--since")  # the options first: a usage error needs no site config
+    if idle_for:
+        mail.idle_for_seconds(idle_for, option="--idle-for")
+    if not (running or finished):
+        raise InputError(Problem("--no-running and --no-finished leave nothing to look at", key="--no-running"))
     site = resolve_site(site_path)
     cfg = site.notify
     if cfg is None and not dry_run:
@@ -75,9 +80,6 @@ def idle_cmd(site_path: str | None, idle_for: str | None, since: str, state_dir:
                                       "smtp_host: ...} (docs/accounting.md), or use --dry-run"))
     idle_for_s = mail.idle_for_seconds(idle_for, option="--idle-for") if idle_for else \
         mail.idle_for_seconds(cfg.idle_for if cfg else mail.DEFAULT_IDLE_FOR, option="notify.idle_for")
-    start = to_epoch(since, option="--since")
-    if not (running or finished):
-        raise InputError(Problem("--no-running and --no-finished leave nothing to look at", key="--no-running"))
     acc = site.accounting
     store_url = store_url or acc.store
     state_dir = state_dir or acc.state_dir

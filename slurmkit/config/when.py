@@ -1,4 +1,5 @@
-"""The one syntax for a point in time: every --since/--until (status, history, report, reconcile, import-sacct).
+"""The one syntax for a point in time: every --since/--until (status, history, report, reconcile, import-sacct,
+notify).
 
 Forms: a date (2026-11-01), a date and time (2026-11-01T08:00, optionally with +01:00 or Z), a span back from
 now (90m, 12h, 30d, 4w), `now`, `today`, `yesterday`, `this-month`, `last-month`, or epoch seconds (10+ digits).
