@@ -122,9 +122,9 @@ def child_naive(db: str, out: str) -> None:
     import numpy as np
     import pandas as pd
 
+    from slurmkit.record import IDLE_UTIL_PCT
+    from slurmkit.record import SOURCE_NAMES as SOURCES
     from slurmkit.report.build import derive
-    from slurmkit.report.figures import IDLE_UTIL_PCT
-    from slurmkit.report.query import SOURCES
     from slurmkit.report.window import parse_window, periods
 
     window = parse_window(SINCE, UNTIL)

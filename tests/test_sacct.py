@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit.accounting import hooks, record, sacct
+from slurmkit.accounting import hooks, sacct
 from slurmkit.errors import BackendError, InputError
-from slurmkit.slurm import scontrol
+from slurmkit.slurm import fields, scontrol
+from slurmkit.slurm import sacct as sacct_cmd
 
 DATA = Path(__file__).parent / "data" / "accounting"
 
@@ -29,7 +30,7 @@ def _utc(monkeypatch):
 
 
 def rows(name: str = "sacct-kinds.txt") -> list[dict[str, str]]:
-    return sacct.parse((DATA / name).read_text())
+    return sacct_cmd.parse((DATA / name).read_text())
 
 
 def records(name: str = "sacct-kinds.txt") -> dict[tuple[int, int], dict]:
@@ -91,29 +92,29 @@ def test_iso_times_read_like_epoch_times():
 
 
 def test_typed_gpu_entries_count_when_the_untyped_total_is_absent():
-    assert record.parse_gpu_tres("cpu=8,gres/gpu:a100=4,gres/gpu:v100=2") == (6, ["a100", "v100"])
-    assert record.parse_gpu_tres("cpu=8,gres/gpu=4,gres/gpu:a100=4") == (4, ["a100"])
-    assert record.parse_gpu_tres("") == (0, [])
+    assert fields.parse_gpu_tres("cpu=8,gres/gpu:a100=4,gres/gpu:v100=2") == (6, ["a100", "v100"])
+    assert fields.parse_gpu_tres("cpu=8,gres/gpu=4,gres/gpu:a100=4") == (4, ["a100"])
+    assert fields.parse_gpu_tres("") == (0, [])
 
 
 def test_job_name_with_the_delimiter_stays_whole():
     line = (DATA / "sacct-kinds.txt").read_text().splitlines()[0] + "|with|pipes"
-    assert sacct.parse(line)[0]["JobName"] == "acct-rq-probe|with|pipes"
+    assert sacct_cmd.parse(line)[0]["JobName"] == "acct-rq-probe|with|pipes"
 
 
 def test_short_line_is_an_error_that_shows_it():
     with pytest.raises(BackendError, match=r"unexpected sacct line \(3 fields, expected 20\): '1\|2\|3'"):
-        sacct.parse("1|2|3\n")
+        sacct_cmd.parse("1|2|3\n")
 
 
 def test_window_command_asks_for_runs_that_ended_in_it():
-    cmd = sacct.sacct_command(since=1796283710, until=1796283750, states=sacct.ENDED, cluster="devcluster")
+    cmd = sacct_cmd.sacct_command(since=1796283710, until=1796283750, states=sacct_cmd.ENDED, cluster="devcluster")
     assert cmd[:5] == ["sacct", "--duplicates", "--allocations", "-P", "-n"]
     assert cmd[cmd.index("-S") + 1] == "2026-12-03T07:41:50" and cmd[cmd.index("-E") + 1] == "2026-12-03T07:42:30"
     assert "REQUEUED" in cmd[cmd.index("-s") + 1].split(",") and "-a" in cmd and cmd[-2:] == ["-M", "devcluster"]
     with pytest.raises(ValueError, match="-E"):
-        sacct.sacct_command(since=1796283710, states=sacct.ENDED)
-    assert sacct.sacct_command(job_ids=[119, 124], users=["alice"])[-4:] == ["-j", "119,124", "-u", "alice"]
+        sacct_cmd.sacct_command(since=1796283710, states=sacct_cmd.ENDED)
+    assert sacct_cmd.sacct_command(job_ids=[119, 124], users=["alice"])[-4:] == ["-j", "119,124", "-u", "alice"]
 
 
 def test_fetch_numbers_runs_that_the_window_hides():
@@ -148,16 +149,16 @@ def test_fetch_asks_once_when_no_run_can_be_hidden():
 
 def test_times():
     now = 1796284000
-    assert sacct.to_epoch("2d", now=now) == now - 2 * 86400
-    assert sacct.to_epoch("90m", now=now) == now - 5400
-    assert sacct.to_epoch("2026-12-03T07:41:50", now=now) == 1796283710
-    assert sacct.to_epoch("1796283710", now=now) == 1796283710
+    assert sacct_cmd.to_epoch("2d", now=now) == now - 2 * 86400
+    assert sacct_cmd.to_epoch("90m", now=now) == now - 5400
+    assert sacct_cmd.to_epoch("2026-12-03T07:41:50", now=now) == 1796283710
+    assert sacct_cmd.to_epoch("1796283710", now=now) == 1796283710
     # one syntax with the reports: named days are local midnights
-    assert sacct.to_epoch("yesterday", now=now) == 1796284000 - 1796284000 % 86400 - 86400  # this machine: UTC
+    assert sacct_cmd.to_epoch("yesterday", now=now) == 1796284000 - 1796284000 % 86400 - 86400  # this machine: UTC
     with pytest.raises(InputError) as err:
-        sacct.to_epoch("next tuesday", what="--since")
+        sacct_cmd.to_epoch("next tuesday", what="--since")
     assert "--since: cannot read 'next tuesday' as a time" in err.value.format()
-    assert sacct.age_seconds("1w") == 604800 and sacct.age_seconds("2026-01-01") is None
+    assert sacct_cmd.age_seconds("1w") == 604800 and sacct_cmd.age_seconds("2026-01-01") is None
 
 
 def test_hook_and_sacct_describe_a_requeued_job_the_same_way():

@@ -10,9 +10,9 @@ from urllib.parse import quote
 import pytest
 
 from slurmkit.accounting import admin_comment, gpusummary, spool
+from slurmkit.accounting.ingest import ingest
 from slurmkit.store import gpus as store_gpus
 from slurmkit.store.db import open_store
-from slurmkit.store.ingest import ingest
 
 
 def job_rec(job_id: int, run: int = 0) -> dict:

@@ -12,7 +12,7 @@ from typing import Any
 
 from slurmkit.errors import InputError, Problem
 from slurmkit.quoting import for_terminal
-from slurmkit.report.build import Report
+from slurmkit.report.build import Report, simulated
 from slurmkit.report.figures import BY_COLUMN
 
 FORMATS = ("table", "csv", "json", "parquet", "markdown", "html")
@@ -123,7 +123,7 @@ def as_dict(report: Report) -> dict[str, Any]:
         "rows": rows,
         "totals": {c: _clean(report.totals.get(c)) for c in report.columns},
         "notes": report.notes, "definitions": report.definitions,
-        "simulated_metrics": bool(report.totals.get("n_simulated")),
+        "simulated_metrics": simulated(report.totals),
         "data_source": "slurm-accounting (allocation only)" if report.source == "sacct" else "accounting-store",
         "empty": report.empty,
     }
