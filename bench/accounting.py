@@ -107,10 +107,9 @@ def bench_ingest(n: int, repeats: int) -> dict[str, list[float]]:
             store = open_store(str(store_path))
             rows = [tuple(r.get(c) for c in JOB_COLUMNS) for r in recs]
             t = time.perf_counter()
-            store.conn.execute("BEGIN IMMEDIATE")
-            store.conn.executemany(f"INSERT INTO jobs ({', '.join(JOB_COLUMNS)}) VALUES "
-                                   f"({', '.join('?' for _ in JOB_COLUMNS)})", rows)
-            store.conn.execute("COMMIT")
+            with store.transaction() as cur:
+                cur.executemany(f"INSERT INTO jobs ({', '.join(JOB_COLUMNS)}) VALUES "
+                                f"({', '.join('?' for _ in JOB_COLUMNS)})", rows)
             rates["executemany rows only"].append(n / (time.perf_counter() - t))
             store.close()
             with open_store(str(Path(tmp) / "store.db")) as store:

@@ -236,7 +236,7 @@ def with_sources(df, src, keys: list[str]):
         df = df.merge(wide.reset_index(), on=group, how="left")
     for c in cols:
         df[c] = df[c].fillna(0).astype("int64") if c in df else 0
-    return df
+    return df[[*(c for c in df.columns if c not in cols), *cols]]
 
 
 @dataclass(frozen=True)

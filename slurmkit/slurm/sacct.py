@@ -1,6 +1,6 @@
 """The `sacct` command: build the call, run it, split its parsable output (Slurm 22.05 fields).
 
-Generic Slurm accounting access, shared by the store's reconcile and backfill (slurmkit/accounting/sacct.py
+Generic Slurm accounting access, shared by reconcile and import-sacct (slurmkit/accounting/sacct.py
 builds job records from these rows), `sk report --from-sacct` and the gres/gpuutil reader
 (slurmkit/accounting/slurm_gpuutil.py). Standard library only: no pandas or click.
 """

@@ -138,11 +138,12 @@ def current_version(store: Store) -> int:
     return int(row[0] or 0)
 
 
-def apply_migrations(store: Store) -> int:
-    """Apply the migrations newer than the store's version, each in one transaction. Returns the new version."""
+def apply_migrations(store: Store, upto: int | None = None) -> int:
+    """Apply the migrations newer than the store's version (up to version `upto`: a store as an older slurmkit
+    left it, for tests of a migration), each in one transaction. Returns the new version."""
     version = current_version(store)
     for number, sql in migrations():
-        if number <= version:
+        if number <= version or (upto is not None and number > upto):
             continue
         try:
             with store.transaction() as cur:
