@@ -52,13 +52,15 @@ def any_store(request, tmp_path):
 
 
 def test_the_migrated_tables_are_the_records_fields(any_store):
+    """Name and type of every column (not their order: a migration adds a column at the end of the table, and
+    every statement names its columns)."""
     s = any_store
-    jobs = [(f.column, sql_type(f, s.dialect)) for f in record.JOB_FIELDS]
-    gpus = [(f.column, sql_type(f, s.dialect))
-            for f in (*record.GPU_RECORD_FIELDS, *record.GPU_FIELDS, *record.GPU_ROW_FIELDS)]
-    assert columns(s, "jobs") == jobs
-    assert columns(s, "job_gpus") == gpus
-    assert [c for c, _ in columns(s, "job_gpus")] == list(record.GPU_COLUMNS)
+    jobs = {f.column: sql_type(f, s.dialect) for f in record.JOB_FIELDS}
+    gpus = {f.column: sql_type(f, s.dialect)
+            for f in (*record.GPU_RECORD_FIELDS, *record.GPU_FIELDS, *record.GPU_ROW_FIELDS)}
+    assert dict(columns(s, "jobs")) == jobs
+    assert dict(columns(s, "job_gpus")) == gpus
+    assert set(gpus) == set(record.GPU_COLUMNS) and set(jobs) == set(record.JOB_COLUMNS)
 
 
 def test_the_node_record_carries_exactly_the_gpu_fields_and_they_reach_the_report(tmp_path):
@@ -68,7 +70,7 @@ def test_the_node_record_carries_exactly_the_gpu_fields_and_they_reach_the_repor
     rec = gpusummary.node_record(cluster="dev", job_id=7, run=0, node="gpu01", source="nvml", interval_s=10,
                                  gpus=[gpu], flags=[], ended=T0 + H)
     assert rec["kind"] == record.GPUS_KIND and rec["version"] == record.GPUS_VERSION
-    assert list(rec["gpus"][0]) == [f.name for f in record.GPU_FIELDS]
+    assert list(rec["gpus"][0]) == [f.name for f in record.GPU_FIELDS]  # the extra key is dropped
     assert rec["idle_threshold_pct"] == record.IDLE_UTIL_PCT
     sp = tmp_path / "spool"
     spool.write(sp, "g7", rec)
@@ -78,7 +80,7 @@ def test_the_node_record_carries_exactly_the_gpu_fields_and_they_reach_the_repor
         [run] = load_job(s, "7", Scope())
     shown = run.gpus[0]
     assert list(shown) == list(record.GPU_REPORT_COLUMNS)
-    assert shown == {"node": "gpu01", **{f.column: gpu[f.name] for f in record.GPU_FIELDS if f.report},
+    assert shown == {"node": "gpu01", **{f.column: gpu.get(f.name) for f in record.GPU_FIELDS if f.report},
                      "source": "nvml"}
 
 
@@ -95,8 +97,8 @@ def test_the_site_config_offers_exactly_the_registered_sources(tmp_path):
         assert load_site(site_with_source(tmp_path, name)).accounting.metric_source == name
     names = ["auto", *record.SOURCE_NAMES]
     listed = ", ".join(f"'{n}'" for n in names[:-1]) + f" or '{names[-1]}'"
-    with pytest.raises(SiteConfigError, match=f"Input should be {listed} \\(got 'rocm'\\)"):
-        load_site(site_with_source(tmp_path, "rocm"))
+    with pytest.raises(SiteConfigError, match=f"Input should be {listed} \\(got 'unregistered'\\)"):
+        load_site(site_with_source(tmp_path, "unregistered"))
 
 
 def test_every_node_source_is_implemented_where_the_registry_says():
@@ -109,15 +111,15 @@ def test_every_node_source_is_implemented_where_the_registry_says():
         else:
             with pytest.raises(metrics.SourceUnavailable, match="not a node metric source"):
                 metrics.open_source(source.name, key="dev/1/0", node="gpu01", interval_s=10)
-    with pytest.raises(metrics.SourceUnavailable, match="unknown metric source 'rocm'"):
-        metrics.open_source("rocm", key="dev/1/0", node="gpu01", interval_s=10)
+    with pytest.raises(metrics.SourceUnavailable, match="unknown metric source 'unregistered'"):
+        metrics.open_source("unregistered", key="dev/1/0", node="gpu01", interval_s=10)
     simulated = metrics.open_source("simulated", key="dev/1/0", node="gpu01", interval_s=10)
     assert simulated.name == "simulated" and not record.BY_SOURCE["simulated"].real
 
 
 def five_sources(path) -> object:
     """Job 1: 70,000 GPU rows from nvml (more than the 16 bits per source the old packed counter had) and 3 from
-    dcgm; job 2: one row from each of slurm, simulated and a fifth, unregistered source "rocm"; 2026-11-01 UTC."""
+    dcgm; job 2: one row from each of slurm, simulated and a fifth source, "unregistered"; 2026-11-01 UTC."""
     s = open_store(str(path))
     add_job(s, 1, user="alice", gpus=8, start=T0 + H, end=T0 + 3 * H)
     s.conn.executemany(
@@ -125,12 +127,12 @@ def five_sources(path) -> object:
         "VALUES ('dev', 1, 0, ?, ?, 50.0, 0.0, ?)",
         [(f"n{i // 8}", i % 8, "nvml") for i in range(70_000)] + [("d0", i, "dcgm") for i in range(3)])
     add_job(s, 2, user="bob", gpus=3, start=T0 + 5 * H, end=T0 + 6 * H)
-    for i, src in enumerate(("slurm", "simulated", "rocm")):
+    for i, src in enumerate(("slurm", "simulated", "unregistered")):
         add_gpus(s, 2, [10.0], source=src, node=f"gpu0{i}")
     return s
 
 
-EXPECTED = {"n_nvml": 70_000, "n_dcgm": 3, "n_slurm": 1, "n_simulated": 1, "n_rocm": 1}
+EXPECTED = {"n_nvml": 70_000, "n_dcgm": 3, "n_slurm": 1, "n_simulated": 1, "n_unregistered": 1}
 
 
 @pytest.mark.parametrize("path", ["rollup", "every run"])
@@ -142,17 +144,37 @@ def test_a_fifth_source_and_large_counts_are_counted_exactly(tmp_path, path):
         df = run_aggregate(s, w, ["user"], None, Scope(), every_run=path == "every run")
         got = {r["user"]: {c: int(r[c]) for c in EXPECTED} for _, r in df.iterrows()}
         assert got == {"alice": {**dict.fromkeys(EXPECTED, 0), "n_nvml": 70_000, "n_dcgm": 3},
-                       "bob": {**dict.fromkeys(EXPECTED, 0), "n_slurm": 1, "n_simulated": 1, "n_rocm": 1}}
+                       "bob": {**dict.fromkeys(EXPECTED, 0), "n_slurm": 1, "n_simulated": 1, "n_unregistered": 1}}
         # registered sources in the registry's order, then any other found in the store
         registered = [f"n_{n}" for n in record.SOURCE_NAMES]
-        assert [c for c in df.columns if c.startswith("n_")] == [*registered, "n_rocm"]
+        assert [c for c in df.columns if c.startswith("n_")] == [*registered, "n_unregistered"]
         rep = build("usage", s, w, ["user"], None, Scope())
     assert {c: rep.totals[c] for c in EXPECTED} == EXPECTED
     assert dict(zip(rep.table["user"], rep.table["sources"], strict=True)) == {
-        "alice": "nvml, dcgm", "bob": "slurm, simulated, rocm"}
+        "alice": "nvml, dcgm", "bob": "slurm, simulated, unregistered"}
     assert ("metric sources: nvml (70000 GPU records), dcgm (3 GPU records), slurm (1 GPU records), "
-            "simulated (1 GPU records), rocm (1 GPU records)") in rep.notes
+            "simulated (1 GPU records), unregistered (1 GPU records)") in rep.notes
     assert any("SIMULATED" in n for n in rep.notes)  # the registry says simulated is not real
+
+
+def test_a_registered_fifth_source_takes_its_place_and_its_kind(tmp_path, monkeypatch):
+    """Registered (here: patched into the registry as not real), the fifth source is listed in registry order,
+    before the unregistered ones, and its numbers raise the SIMULATED banner like simulated's."""
+    from slurmkit.report import build as build_mod
+    from slurmkit.report import query
+
+    fifth = record.MetricSource("unregistered", real=False)
+    monkeypatch.setattr(query, "SOURCE_NAMES", (*record.SOURCE_NAMES[:1], "unregistered", *record.SOURCE_NAMES[1:]))
+    monkeypatch.setattr(build_mod, "BY_SOURCE", {**record.BY_SOURCE, "unregistered": fifth})
+    with five_sources(tmp_path / "s.db") as s:
+        s.execute("DELETE FROM job_gpus WHERE source = 'simulated'")
+        rollup.rebuild(s)
+        rep = build("usage", s, parse_window("2026-11-01", "2026-11-02"), ["user"], None, Scope())
+    assert [c for c in rep.table.columns if c.startswith("n_")] == [
+        "n_nvml", "n_unregistered", "n_dcgm", "n_slurm", "n_simulated"]
+    assert rep.totals["n_unregistered"] == 1 and rep.totals["n_simulated"] == 0
+    assert dict(zip(rep.table["user"], rep.table["sources"], strict=True))["bob"] == "unregistered, slurm"
+    assert any("SIMULATED" in n for n in rep.notes)
 
 
 def test_a_period_split_counts_a_runs_sources_once(tmp_path):
@@ -160,46 +182,59 @@ def test_a_period_split_counts_a_runs_sources_once(tmp_path):
     ending after the period is added back with first = 0) as without it."""
     with open_store(str(tmp_path / "s.db")) as s:
         add_job(s, 1, user="alice", gpus=2, start=T0 + 20 * H, end=T0 + 30 * H)
-        add_gpus(s, 1, [50.0, 60.0], source="rocm")
+        add_gpus(s, 1, [50.0, 60.0], source="unregistered")
         rollup.rebuild(s)
         w = parse_window("2026-11-01", "2026-11-03")
         for every_run in (False, True):
             df = run_aggregate(s, w, [], "day", Scope(), every_run=every_run)
-            assert list(df["n_rocm"]) == [2, 0] and list(df["jobs"]) == [1, 0]
+            assert list(df["n_unregistered"]) == [2, 0] and list(df["jobs"]) == [1, 0]
 
 
 @pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
 def test_migration_0005_moves_the_source_columns_into_rows(request, tmp_path, dialect):
-    """A version 4 store (the rollup's per-source counts in columns n_nvml .. n_simulated) migrated to 5: the same
-    counts as rows of usage_rollup_sources, the columns gone, the buckets still clean, the report unchanged."""
-    url = str(tmp_path / "s.db") if dialect == "sqlite" else request.getfixturevalue("pg_schema_url")()
-    s = scenario(url)
-    rollup.rebuild(s)
+    """A store as the previous slurmkit left it (version 4: the rollup's per-source counts in columns n_nvml ..
+    n_simulated), migrated: the same counts as rows of usage_rollup_sources, the columns gone, the buckets still
+    clean, the report unchanged. The version 4 rollup is the one a current store computes for the same rows."""
+    urls = [str(tmp_path / f"{n}.db") for n in ("new", "old")] if dialect == "sqlite" else \
+        [request.getfixturevalue("pg_schema_url")() for _ in range(2)]
+    new = scenario(urls[0])
+    rollup.rebuild(new)
     w = parse_window("2026-11-01", "2026-11-02")
-    want = build("usage", s, w, ["user"], None, Scope()).totals
+    want = build("usage", new, w, ["user"], None, Scope()).totals
     key = ["lo", "hi", *rollup.KEY_COLUMNS]
-    counts = sorted(tuple(r) for r in s.execute(f"SELECT {', '.join(key)}, source, gpu_records "
-                                                 "FROM usage_rollup_sources").fetchall())
+    counts = sorted(tuple(r) for r in new.execute(f"SELECT {', '.join(key)}, source, gpu_records "
+                                                   "FROM usage_rollup_sources").fetchall())
     assert {r[-2] for r in counts} == {"simulated", "nvml"}
-    with s.transaction() as cur:  # back to version 4, as the previous slurmkit left it
-        cur.execute("DROP TABLE usage_rollup_sources")
-        cur.execute("DELETE FROM schema_version WHERE version >= 5")
-        for src in ("nvml", "dcgm", "slurm", "simulated"):
-            cur.execute(f"ALTER TABLE usage_rollup ADD COLUMN n_{src} BIGINT")
-            cur.execute(f"UPDATE usage_rollup SET n_{src} = 0")
-        for *k, src, n in counts:
-            cur.execute(s.sql(f"UPDATE usage_rollup SET n_{src} = ? WHERE "
-                              + " AND ".join(f"{c} IS NOT DISTINCT FROM ?" if s.dialect == "postgresql"
-                                             else f"{c} IS ?" for c in key)), [n, *k])
-    assert apply_migrations(s) == 5
-    assert not {c for c, _ in columns(s, "usage_rollup")} & {"n_nvml", "n_dcgm", "n_slurm", "n_simulated"}
-    assert sorted(tuple(r) for r in s.execute(f"SELECT {', '.join(key)}, source, gpu_records "
-                                              "FROM usage_rollup_sources").fetchall()) == counts
-    s.end_read()
-    assert s.execute("SELECT COUNT(*) FROM rollup_buckets WHERE stale = 1").fetchone()[0] == 0
-    got = build("usage", s, w, ["user"], None, Scope()).totals
+
+    old = open_store(urls[1], migrate=False)
+    apply_migrations(old, upto=4)
+    v4 = {c for c, _ in columns(old, "usage_rollup")}
+    assert {"n_nvml", "n_dcgm", "n_slurm", "n_simulated"} <= v4
+    sums = [c for c in rollup.SUM_COLUMNS if c in v4]
+    by_key: dict[tuple, dict[str, int]] = {}
+    for *k, src, n in counts:
+        by_key.setdefault(tuple(k), {})[src] = n
+    with old.transaction() as cur:
+        for table in ("jobs", "job_gpus", "rollup_buckets"):
+            cols = [c for c, _ in columns(old, table)]
+            rows = new.execute(f"SELECT {', '.join(cols)} FROM {table}").fetchall()
+            cur.executemany(old.sql(f"INSERT INTO {table} ({', '.join(cols)}) VALUES "
+                                    f"({', '.join('?' for _ in cols)})"), rows)
+        names = [*key, *sums, "n_nvml", "n_dcgm", "n_slurm", "n_simulated"]
+        for row in new.execute(f"SELECT {', '.join([*key, *sums])} FROM usage_rollup").fetchall():
+            n = by_key.get(tuple(row[:len(key)]), {})
+            cur.execute(old.sql(f"INSERT INTO usage_rollup ({', '.join(names)}) VALUES "
+                                f"({', '.join('?' for _ in names)})"),
+                        [*row, *(n.get(src, 0) for src in ("nvml", "dcgm", "slurm", "simulated"))])
+    apply_migrations(old)
+    assert not {c for c, _ in columns(old, "usage_rollup")} & {"n_nvml", "n_dcgm", "n_slurm", "n_simulated"}
+    assert sorted(tuple(r) for r in old.execute(f"SELECT {', '.join(key)}, source, gpu_records "
+                                                "FROM usage_rollup_sources").fetchall()) == counts
+    assert old.execute("SELECT COUNT(*) FROM rollup_buckets WHERE stale = 1").fetchone()[0] == 0
+    got = build("usage", old, w, ["user"], None, Scope()).totals
     assert got == want and got["n_simulated"] == 5 and got["n_nvml"] == 2
-    s.close()
+    new.close()
+    old.close()
 
 
 def hook_record(job_id: int, partition: str) -> dict:
