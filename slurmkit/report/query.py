@@ -123,11 +123,11 @@ GROUP BY {', '.join(group)}, source
 ORDER BY {', '.join(group)}, source"""
 
 
-def _aggregate_x(window: Window, keys: list[str], period: str | None, scope: Scope, narrow: bool,
-                 dialect: str) -> tuple[str, list[Any], str]:
-    """(CTEs p and x, their parameters, the jobs filter) of aggregate_sql: x is one row per job run and period,
-    its clipped seconds `s` and `first` computed once (SQLite would otherwise flatten x into the outer query and
-    re-evaluate them in every figure that names them: LIMIT -1 keeps x a co-routine)."""
+def _aggregate_x(window: Window, keys: list[str], period: str | None, scope: Scope,
+                 dialect: str) -> tuple[str, list[Any], str, list[Any]]:
+    """(CTEs p and x, their parameters, the jobs filter and its parameters) of aggregate_sql: x is one row per job
+    run and period, its clipped seconds `s` and `first` computed once (SQLite would otherwise flatten x into the
+    outer query and re-evaluate them in every figure that names them: LIMIT -1 keeps x a co-routine)."""
     buckets = periods(window, period) if period else [("", window.since, window.until)]
     values = ", ".join("(?, ?, ?)" for _ in buckets)
     params: list[Any] = [x for b in buckets for x in b]
@@ -145,7 +145,7 @@ x AS (
     WHERE {where}
       AND j.start_time < p.pe AND j.end_time > p.ps{" LIMIT -1" if dialect == "sqlite" else ""}
 )"""
-    return sql, params + where_params, where
+    return sql, params + where_params, where, where_params
 
 
 def aggregate_sql(window: Window, keys: list[str], period: str | None, scope: Scope,
@@ -154,8 +154,7 @@ def aggregate_sql(window: Window, keys: list[str], period: str | None, scope: Sc
     """The GROUP BY query behind usage/efficiency/top, every run computed. Returns (sql with ? placeholders,
     params). `narrow`: the window holds a small part of the store, so g reads only the GPU rows of the window's
     jobs (an index lookup per job) instead of every GPU row (measured in bench/report.py)."""
-    x_sql, x_params, where = _aggregate_x(window, keys, period, scope, narrow, dialect)
-    _, where_params = _window_filter(window, scope)
+    x_sql, x_params, where, where_params = _aggregate_x(window, keys, period, scope, dialect)
     g_sql = runsql.per_run_gpus(where if narrow else "")
     figures = runsql.select_list(runsql.run_figures(seconds="j.s", first="j.first"))
     sql = f"""WITH {x_sql},
@@ -172,8 +171,7 @@ y AS (
 def aggregate_sources_sql(window: Window, keys: list[str], period: str | None, scope: Scope, *,
                           narrow: bool = False, dialect: str = "sqlite") -> tuple[str, list[Any]]:
     """The GPU records per metric source behind aggregate_sql's rows (counted once per run, like its jobs)."""
-    x_sql, x_params, where = _aggregate_x(window, keys, period, scope, narrow, dialect)
-    _, where_params = _window_filter(window, scope)
+    x_sql, x_params, where, where_params = _aggregate_x(window, keys, period, scope, dialect)
     sql = f"""WITH {x_sql},
 {runsql.per_run_sources(where if narrow else "")},
 ys AS (

@@ -11,7 +11,8 @@ hours off UTC (nearly all) that is an hour edge, so a local day or week is a run
 UTC days inside it) and only runs crossing the period's own edges are computed one by one. With day buckets
 alone, a day in Europe/Berlin held no whole bucket and every run of it was computed one by one.
 
-Exactness: an hour's rows are recomputed from jobs and job_gpus with the report's own per-run expressions; a
+Exactness: an hour's rows are recomputed from jobs and job_gpus with the per-run SQL the reports use
+(slurmkit/store/runsql.py); its GPU records per metric source go to usage_rollup_sources, one row per source; a
 day's rows are the sum of its hours', a month's the sum of its days'. Every writer of jobs or job_gpus calls
 mark() for the runs it touches, in its own transaction (before a change that may move a run to another hour,
 and after), which flags their hours, days and months stale; reports never use a stale bucket, and refresh() (run
