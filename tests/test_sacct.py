@@ -149,14 +149,14 @@ def test_fetch_asks_once_when_no_run_can_be_hidden():
 
 def test_times():
     now = 1796284000
-    assert sacct_cmd.to_epoch("2d", now=now) == now - 2 * 86400
-    assert sacct_cmd.to_epoch("90m", now=now) == now - 5400
-    assert sacct_cmd.to_epoch("2026-12-03T07:41:50", now=now) == 1796283710
-    assert sacct_cmd.to_epoch("1796283710", now=now) == 1796283710
+    assert sacct.to_epoch("2d", now=now) == now - 2 * 86400
+    assert sacct.to_epoch("90m", now=now) == now - 5400
+    assert sacct.to_epoch("2026-12-03T07:41:50", now=now) == 1796283710
+    assert sacct.to_epoch("1796283710", now=now) == 1796283710
     # one syntax with the reports: named days are local midnights
-    assert sacct_cmd.to_epoch("yesterday", now=now) == 1796284000 - 1796284000 % 86400 - 86400  # this machine: UTC
+    assert sacct.to_epoch("yesterday", now=now) == 1796284000 - 1796284000 % 86400 - 86400  # this machine: UTC
     with pytest.raises(InputError) as err:
-        sacct_cmd.to_epoch("next tuesday", what="--since")
+        sacct.to_epoch("next tuesday", what="--since")
     assert "--since: cannot read 'next tuesday' as a time" in err.value.format()
     assert sacct_cmd.age_seconds("1w") == 604800 and sacct_cmd.age_seconds("2026-01-01") is None
 

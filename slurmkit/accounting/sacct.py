@@ -23,8 +23,19 @@ from collections.abc import Callable, Sequence
 import hostlist
 
 from slurmkit import record
+from slurmkit.config import when
 from slurmkit.slurm import fields, sacct
 from slurmkit.slurm.sacct import parse_int, parse_time
+
+
+def to_epoch(value: int | float | str | dt.datetime, *, now: float | None = None, what: str = "--since") -> int:
+    """Epoch seconds from an epoch number, a datetime, or a time in slurmkit's one syntax (slurmkit/config/when.py;
+    human times in local time, like Slurm's)."""
+    if isinstance(value, dt.datetime):
+        return int(value.timestamp())
+    if isinstance(value, (int, float)):
+        return int(value)
+    return when.to_epoch(str(value), option=what, now=now)
 
 
 def to_record(row: dict[str, str], run: int, source: str) -> dict:
@@ -95,8 +106,8 @@ def fetch_records(since: int | float | str | dt.datetime, until: int | float | s
     may have an earlier run hidden by the window (first listed Submit before `since`), so that their runs are
     numbered as they are in Slurm. Sorted by (cluster, job_id, run). `run` executes a sacct command line.
     """
-    start = sacct.to_epoch(since, what="since")
-    stop = sacct.to_epoch(until, what="until") if until is not None else None
+    start = to_epoch(since, what="since")
+    stop = to_epoch(until, what="until") if until is not None else None
     window = sacct.parse(run(sacct.sacct_command(since=start, until=int(time.time()) + 1 if stop is None else stop,
                                                  users=users, cluster=cluster, states=sacct.ENDED)))
     first_submit: dict[int, int] = {}

@@ -14,7 +14,6 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from slurmkit.config import when
 from slurmkit.errors import BackendError, BackendUnavailable
 
 # JobName comes last: it is the only free-text field and may contain the '|' delimiter.
@@ -35,16 +34,6 @@ def age_seconds(text: str) -> int | None:
     """Seconds in an age like `2d`, `36h`, `90m`, `1w`; None when `text` is not one."""
     m = _DURATION.match(str(text).strip().lower())
     return int(float(m.group(1)) * _UNIT_S[m.group(2)]) if m else None
-
-
-def to_epoch(value: int | float | str | dt.datetime, *, now: float | None = None, what: str = "--since") -> int:
-    """Epoch seconds from an epoch number, a datetime, or a time in slurmkit's one syntax (slurmkit/config/when.py;
-    human times in local time, like Slurm's)."""
-    if isinstance(value, dt.datetime):
-        return int(value.timestamp())
-    if isinstance(value, (int, float)):
-        return int(value)
-    return when.to_epoch(str(value), option=what, now=now)
 
 
 def _slurm_time(epoch: int) -> str:
