@@ -2,8 +2,8 @@
 
 The flow is visible in the package layout:
 
-    spec.py (what the user writes) + site.py (what the admin describes)
-      -> plan.py (binding recipe, sbatch options, NCCL env; nccl.py lints)
+    spec.py (what the user writes) + site/model.py (what the admin describes)
+      -> plan.py (the launcher from launchers/, sbatch options, NCCL env; nccl.py: fabric profiles, lint)
       -> render.py (Jinja2 templates in job_templates/, every value shell-quoted)
       -> backends/ (cli, rest, pyslurm) -> job.py (status of a submitted job); api.py: all of it from Python
       -> accounting/ (node sampler, hooks, spool) -> store/ -> report/

@@ -1,17 +1,22 @@
 """NCCL settings: the environment a node type's fabric needs, and a lint that explains common mistakes.
 
-Facts from NCCL 2.30's documentation and source (defaults) and the project's notes
-(../shared/notes/binding-and-nccl.md). The fabric profile sets only what the fabric needs; NCCL's own
-topology detection does the rest. Variables from NCCL's "debugging" section "should not be used in production
-nor retained in scripts", so the lint warns about them.
+Facts from NCCL 2.30's documentation and source (defaults), collected in docs/binding-and-nccl.md. The fabric
+profiles (FABRICS, below) set only what the fabric needs; NCCL's own topology detection does the rest. Variables
+from NCCL's "debugging" section "should not be used in production nor retained in scripts", so the lint warns
+about them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from slurmkit.config.suggest import closest
 from slurmkit.errors import Problem
+
+if TYPE_CHECKING:
+    from slurmkit.site.model import NodeType
 
 # NCCL_IB_TIMEOUT default by NCCL version: 20 since 2.23, 18 in 2.14-2.22, 14 before.
 IB_TIMEOUT_DEFAULTS = ((2, 23, 20), (2, 14, 18), (0, 0, 14))
@@ -162,7 +167,8 @@ def _check_value(name: str, value: str, key: str, version: tuple[int, int], stor
         if bad:
             out.append(Problem(f"NCCL_IB_HCA names storage HCA(s) {', '.join(bad)}; NCCL traffic would share "
                                "the storage network", key=key, hint="list only compute HCAs", severity="warning"))
-    if name == "NCCL_COLLNET_ENABLE" and value == "1" and fabric not in (None, "infiniband"):
+    if name == "NCCL_COLLNET_ENABLE" and value == "1" and fabric in FABRICS and not any(
+            r.variable == name for r in FABRICS[fabric].rules):
         out.append(Problem(f"NCCL_COLLNET_ENABLE=1 needs SHARP-capable InfiniBand; it does nothing on {fabric}",
                            key=key, severity="warning"))
     if name == "NCCL_DEBUG" and value.upper() not in ("VERSION", "WARN", "INFO", "TRACE", "ABORT"):
@@ -171,37 +177,114 @@ def _check_value(name: str, value: str, key: str, version: tuple[int, int], stor
     return out
 
 
-def fabric_env(node_type) -> dict[str, str]:  # node_type: slurmkit.site.model.NodeType
-    """The NCCL environment for a node type's fabric (what `sk render` exports before launching)."""
-    fab = node_type.fabric
-    env: dict[str, str] = {}
-    if fab.socket_ifname:
-        env["NCCL_SOCKET_IFNAME"] = fab.socket_ifname
-    if fab.kind in ("infiniband", "roce"):
-        # '=' makes the list exact: without it mlx5_1 would also match mlx5_10..19. Storage HCAs never listed.
-        env["NCCL_IB_HCA"] = "=" + ",".join(node_type.compute_hcas)
-        if fab.rail_optimized:
-            env["NCCL_CROSS_NIC"] = "0"
-        if fab.ib_timeout is not None:
-            env["NCCL_IB_TIMEOUT"] = str(fab.ib_timeout)
-        if fab.ib_sl is not None:
-            env["NCCL_IB_SL"] = str(fab.ib_sl)
-    if fab.kind == "roce":
-        if fab.ib_gid_index is not None:
-            env["NCCL_IB_GID_INDEX"] = str(fab.ib_gid_index)
-        if fab.ib_tc is not None:
-            env["NCCL_IB_TC"] = str(fab.ib_tc)
-    if fab.kind == "infiniband" and fab.sharp:
-        env["NCCL_COLLNET_ENABLE"] = "1"
-    if fab.kind == "tcp":
-        env["NCCL_IB_DISABLE"] = "1"
-        if (fab.speed_gbps or 0) >= 100:
-            env["NCCL_SOCKET_NTHREADS"] = "4"
-            env["NCCL_NSOCKS_PERTHREAD"] = "4"
-    if fab.kind == "slingshot":
-        env["NCCL_NET"] = "AWS Libfabric"
-        env["NCCL_NET_GDR_LEVEL"] = "PHB"
-        env["NCCL_CROSS_NIC"] = "1"
-        env.setdefault("FI_PROVIDER", "cxi")
-    env.update(fab.nccl_env)
+# ---- fabric profiles ---------------------------------------------------------------------------------------
+# What each fabric kind makes slurmkit export: (variable, value rule, reason), read by the planner (fabric_env),
+# the site guide (slurmkit/docs/why.py: the reason of every variable) and the CLI (the --fabric choices). A value
+# rule returns None where the variable is not set for that node type.
+
+
+@dataclass(frozen=True)
+class Rule:
+    variable: str
+    value: Callable[[NodeType], str | None]
+    reason: Callable[[str, NodeType], str]  # (value, node type) -> why, for the site guide
+
+
+@dataclass(frozen=True)
+class FabricProfile:
+    kind: str
+    summary: str
+    rules: tuple[Rule, ...]
+    #: NCCL reaches the other nodes through RDMA HCAs, so the node type must list its compute HCAs.
+    needs_compute_hcas: bool = False
+    #: The link layer /sys/class/infiniband reports on its HCAs (discovery, `sk doctor`); None: no RDMA HCAs.
+    link_layer: str | None = None
+
+
+def _opt(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+_SOCKET_IFNAME = Rule(
+    "NCCL_SOCKET_IFNAME", lambda nt: nt.fabric.socket_ifname,
+    lambda v, nt: (f"NCCL's bootstrap (and, on TCP fabrics, its data) goes over `{v}`, the interface the site config "
+                   "names; left to auto-detection NCCL may pick a docker or loopback interface."))
+# '=' makes the list exact: without it mlx5_1 would also match mlx5_10..19. Storage HCAs are never listed.
+_IB_HCA = Rule(
+    "NCCL_IB_HCA", lambda nt: "=" + ",".join(nt.compute_hcas),
+    lambda v, nt: ("Exactly the compute HCAs of this node type. The leading `=` makes the list exact: without it "
+                   "`mlx5_1` would also select `mlx5_10`..`mlx5_19`."
+                   + (f" The storage HCAs ({', '.join(nt.storage_hcas)}) are left out so that NCCL traffic never "
+                      "shares the storage network." if nt.storage_hcas else "")))
+_RAIL = Rule(
+    "NCCL_CROSS_NIC", lambda nt: "0" if nt.fabric.rail_optimized else None,
+    lambda v, nt: ("`0`: the fabric is rail-optimized (NIC *n* of every node on the same leaf switch), so a ring "
+                   "must stay on one rail; NCCL's default (2) would let it cross rails."))
+_IB_TIMEOUT = Rule(
+    "NCCL_IB_TIMEOUT", lambda nt: _opt(nt.fabric.ib_timeout),
+    lambda v, nt: (f"Set by the site for a large or lossy fabric. Each retry waits 4.096 us x 2^{v}; NCCL's default "
+                   f"is {ib_timeout_default()} since NCCL 2.23 (18 in 2.14-2.22)."))
+_IB_SL = Rule("NCCL_IB_SL", lambda nt: _opt(nt.fabric.ib_sl),
+              lambda v, nt: f"InfiniBand service level {v}, as the site's fabric is configured.")
+_RDMA = (_SOCKET_IFNAME, _IB_HCA, _RAIL, _IB_TIMEOUT, _IB_SL)
+
+FABRICS: dict[str, FabricProfile] = {p.kind: p for p in (
+    FabricProfile(
+        "infiniband", "InfiniBand: NCCL over the compute HCAs (verbs), optionally with SHARP", (
+            *_RDMA,
+            Rule("NCCL_COLLNET_ENABLE", lambda nt: "1" if nt.fabric.sharp else None,
+                 lambda v, nt: ("The InfiniBand switches support SHARP and an aggregation manager runs, so NCCL may "
+                                "offload reductions to the network (needs the SHARP plugin)."))),
+        needs_compute_hcas=True, link_layer="InfiniBand"),
+    FabricProfile(
+        "roce", "RoCE: RDMA over Ethernet through the compute HCAs, with the site's GID index and traffic class", (
+            *_RDMA,
+            Rule("NCCL_IB_GID_INDEX", lambda nt: _opt(nt.fabric.ib_gid_index),
+                 lambda v, nt: (f"RoCE: the GID table entry ({v}) that holds the NIC's RoCE v2 address on this "
+                                "fabric, as the site configured it; which entry that is depends on how the hosts' "
+                                "addresses are set up.")),
+            Rule("NCCL_IB_TC", lambda nt: _opt(nt.fabric.ib_tc),
+                 lambda v, nt: (f"RoCE: traffic class {v}, the QoS class the site's switches reserve for RDMA "
+                                "traffic (NCCL's default is 0)."))),
+        needs_compute_hcas=True, link_layer="Ethernet"),
+    FabricProfile(
+        "tcp", "TCP only: NCCL over sockets, tuned for links of 100 Gb/s and more", (
+            _SOCKET_IFNAME,
+            Rule("NCCL_IB_DISABLE", lambda nt: "1",
+                 lambda v, nt: "A TCP-only fabric: NCCL must not look for InfiniBand/RoCE devices."),
+            Rule("NCCL_SOCKET_NTHREADS", lambda nt: "4" if (nt.fabric.speed_gbps or 0) >= 100 else None,
+                 lambda v, nt: (f"TCP at {nt.fabric.speed_gbps} Gb/s: more socket threads (4) with 4 sockets each, "
+                                "the usual setting for 100G and faster TCP links, instead of NCCL's defaults.")),
+            Rule("NCCL_NSOCKS_PERTHREAD", lambda nt: "4" if (nt.fabric.speed_gbps or 0) >= 100 else None,
+                 lambda v, nt: "See NCCL_SOCKET_NTHREADS: sockets per thread on a fast TCP link."))),
+    FabricProfile(
+        "slingshot", "HPE Slingshot: NCCL through the AWS libfabric plugin (cxi provider)", (
+            _SOCKET_IFNAME,
+            Rule("NCCL_NET", lambda nt: "AWS Libfabric",
+                 lambda v, nt: "Slingshot: NCCL talks to the network through the AWS libfabric plugin."),
+            Rule("NCCL_NET_GDR_LEVEL", lambda nt: "PHB",
+                 lambda v, nt: "Slingshot with libfabric: GPUDirect RDMA up to the host bridge (PHB)."),
+            Rule("NCCL_CROSS_NIC", lambda nt: "1",
+                 lambda v, nt: "`1`: all NICs reach one switch fabric (Slingshot), so crossing NICs costs nothing."),
+            Rule("FI_PROVIDER", lambda nt: "cxi", lambda v, nt: "Slingshot: libfabric's cxi provider."))),
+)}
+#: The one list of fabric kinds: the site config's `fabric.kind` choices, `sk site discover --fabric`.
+FABRIC_KINDS = tuple(FABRICS)
+
+
+def fabric_rules(node_type: NodeType) -> list[tuple[Rule, str]]:
+    """The profile's rules that apply to this node type, each with its value, in export order."""
+    out = []
+    for rule in FABRICS[node_type.fabric.kind].rules:
+        value = rule.value(node_type)
+        if value is not None:
+            out.append((rule, value))
+    return out
+
+
+def fabric_env(node_type: NodeType) -> dict[str, str]:
+    """The NCCL environment for a node type's fabric (what `sk render` exports before launching): its profile's
+    variables, then the site's own `fabric.nccl_env`."""
+    env = {rule.variable: value for rule, value in fabric_rules(node_type)}
+    env.update(node_type.fabric.nccl_env)
     return env

@@ -1,11 +1,8 @@
 """The planner: job spec + site config -> Slurm options, launcher, NCCL environment and binding table.
 
-Recipes (../shared/notes/binding-and-nccl.md), chosen by launcher:
-  A  srun:     --ntasks-per-node=G --gpus-per-node=T:G --cpus-per-task=C; each rank binds itself.
-  B  torchrun: --ntasks-per-node=1 --gpus-per-node=T:G --cpus-per-task=G*C; torchrun starts G ranks per node,
-               each goes through the same bind step (keyed by torchrun's LOCAL_RANK).
-  C  mpi:      recipe A with `srun --mpi=<site mpi>` and UCX_NET_DEVICES=<nearest HCA>:1 per rank.
-  -  none:     one task, the command runs in the batch shell.
+The launcher (a registered object, one module each in slurmkit/launchers/) decides the task layout: one task per
+GPU, one per node whose agent starts one rank per GPU, or one process in the batch shell; the facts behind these
+choices are in docs/binding-and-nccl.md.
 GPUs are always requested per node, never per task: per-task GPU binding (--gpus-per-task implies
 --gpu-bind=per_task since Slurm 21.08) gives every task its own device cgroup and breaks CUDA IPC / NVLink peer
 access between ranks. Steps pass no --gpu-bind at all: without a per-task request Slurm binds nothing and gives
@@ -21,17 +18,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from slurmkit import launchers
 from slurmkit.config.source import Source
 from slurmkit.config.suggest import did_you_mean
 from slurmkit.config.units import format_mem, format_time, parse_mem_mib, parse_time_minutes
 from slurmkit.errors import Problem, SpecError
+from slurmkit.launchers import Launcher
 from slurmkit.nccl import fabric_env, lint_env
 
 if TYPE_CHECKING:  # the planner only reads them: sk render plans from plain copies (modeldata.py), no pydantic
     from slurmkit.site.model import NodeType, Partition, Site
     from slurmkit.spec import JobSpec
-
-RECIPES = {"srun": "A", "torchrun": "B", "mpi": "C", "none": "-"}
 
 # Options the planner owns: users set them through spec keys, not sbatch_extra.
 PLANNED = {
@@ -75,7 +72,7 @@ class Plan:
     partition: Partition
     node_type_name: str
     node_type: NodeType
-    recipe: str
+    launcher: Launcher
     gpus_per_node: int
     cpus_per_task: int
     tasks_per_node: int
@@ -90,7 +87,7 @@ class Plan:
 
     @property
     def world_size(self) -> int:
-        return self.spec.nodes * self.gpus_per_node if self.spec.launcher != "none" else 1
+        return self.launcher.world_size(self.spec.nodes, self.gpus_per_node)
 
 
 class _Checker:
@@ -164,17 +161,17 @@ def make_plan(spec: JobSpec, site: Site, src: Source | None = None,
     qos = spec.qos or part.default_qos
     if qos and part.qos and qos not in part.qos:
         chk.add(("qos",), f"QOS {qos!r} is not allowed in partition {pname!r}", hint=did_you_mean(qos, part.qos))
-    _check_launcher(spec, chk)
+    launcher = _launcher(spec, chk)
     runtime = "none"
     if spec.container:
         runtime = spec.container.runtime or site.container_runtime
         if runtime == "none":
             chk.add(("container",), f"cluster {site.cluster} has no container runtime configured",
                     hint="set container.runtime (pyxis or apptainer) if your site has one")
-    extra = _check_extra(spec, part, chk)
+    extra = _check_extra(spec, part, launcher, chk)
 
     # NCCL: the fabric's profile, then the user's settings (linted), then debug.
-    nccl_env = fabric_env(nt) if spec.launcher != "none" or gpus_per_node > 1 else {}
+    nccl_env = fabric_env(nt) if launcher.distributed or gpus_per_node > 1 else {}
     user_nccl = {k: str(v) for k, v in spec.nccl.env.items()}
     user_env = {k: _env_str(v) for k, v in spec.env.items()}
     lint_args = dict(storage_hcas=nt.storage_hcas, fabric=nt.fabric.kind, allow_unknown=spec.nccl.allow_unknown)
@@ -190,11 +187,8 @@ def make_plan(spec: JobSpec, site: Site, src: Source | None = None,
         nccl_env["NCCL_DEBUG_SUBSYS"] = spec.nccl.debug_subsys
     chk.raise_errors()
 
-    recipe = RECIPES[spec.launcher]
-    if spec.launcher in ("srun", "mpi"):
-        tasks_per_node, cpus_per_task = gpus_per_node, cpus_per_gpu
-    else:
-        tasks_per_node, cpus_per_task = 1, gpus_per_node * cpus_per_gpu
+    tasks_per_node = launcher.tasks_per_node(gpus_per_node)
+    cpus_per_task = launcher.cpus_per_task(gpus_per_node, cpus_per_gpu)
 
     sb: dict[str, str | None] = {"job-name": spec.name, "partition": pname}
     if spec.account:
@@ -202,10 +196,7 @@ def make_plan(spec: JobSpec, site: Site, src: Source | None = None,
     if qos:
         sb["qos"] = qos
     sb["nodes"] = str(spec.nodes)
-    if spec.launcher == "none":
-        sb["ntasks"] = "1"
-    else:
-        sb["ntasks-per-node"] = str(tasks_per_node)
+    sb.update(launcher.sbatch_tasks(gpus_per_node))
     sb["gpus-per-node"] = f"{gpu_type}:{gpus_per_node}"
     sb["cpus-per-task"] = str(cpus_per_task)
     sb["mem-per-gpu"] = format_mem(mem_per_gpu)
@@ -236,9 +227,9 @@ def make_plan(spec: JobSpec, site: Site, src: Source | None = None,
 
     env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", **user_env}
     topology = [GpuTopo(g.index, g.numa, g.cpus, g.hca or "") for g in nt.gpus]
-    srun = _srun_options(spec, site, cpus_per_task, runtime)
+    srun = _srun_options(spec, site, launcher, cpus_per_task, runtime)
     return Plan(spec=spec, site=site, partition_name=pname, partition=part, node_type_name=part.node_type,
-                node_type=nt, recipe=recipe, gpus_per_node=gpus_per_node, cpus_per_task=cpus_per_task,
+                node_type=nt, launcher=launcher, gpus_per_node=gpus_per_node, cpus_per_task=cpus_per_task,
                 tasks_per_node=tasks_per_node, sbatch=sb, env=env, nccl_env=nccl_env, topology=topology,
                 srun=srun, warnings=[p for p in chk.problems if p.severity != "error"],
                 container_runtime=runtime, source_file=src.file if src else None)
@@ -270,24 +261,29 @@ def _gpus_per_node(spec: JobSpec, nt: NodeType, chk: _Checker) -> int:
     return per
 
 
-def _check_launcher(spec: JobSpec, chk: _Checker) -> None:
-    argv = spec.argv
-    if spec.launcher == "torchrun" and argv[0] in ("torchrun", "python", "python3", "srun"):
-        chk.add(("command",), f"with launcher torchrun, command is what torchrun runs (e.g. train.py --lr 1), "
-                f"not {argv[0]!r}", hint="slurmkit starts torchrun itself; drop the launcher from the command")
-    if spec.launcher in ("srun", "mpi") and argv[0] in ("srun", "mpirun", "mpiexec", "torchrun"):
-        chk.add(("command",), f"launcher {spec.launcher} already starts one task per GPU; the command must not "
-                f"start its own launcher ({argv[0]})", hint="remove it from the command, or use launcher: none")
+def _launcher(spec: JobSpec, chk: _Checker) -> Launcher:
+    """The spec's launcher; a command that starts a launcher of its own is refused (it would start ranks twice)."""
+    try:
+        launcher = launchers.get(spec.launcher)  # the spec's choices are the registry's names
+    except KeyError:  # only a spec validated by other code (a stale cache entry) gets here
+        chk.add(("launcher",), f"unknown launcher {spec.launcher!r}",
+                hint=did_you_mean(spec.launcher, launchers.launcher_names()))
+        chk.raise_errors()
+        raise
+    refused = launcher.check_command(spec.argv)
+    if refused:
+        chk.add(("command",), refused[0], hint=refused[1])
+    return launcher
 
 
-def _check_extra(spec: JobSpec, part: Partition, chk: _Checker) -> dict[str, str | None]:
+def _check_extra(spec: JobSpec, part: Partition, launcher: Launcher, chk: _Checker) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for raw_key, value in spec.sbatch_extra.items():
         key = raw_key.lstrip("-")
         path = ("sbatch_extra", raw_key)
         if key in PLANNED:
             chk.add(path, f"--{key} is decided by slurmkit", hint=f"set it with the spec key `{PLANNED[key]}`")
-        elif key in PER_TASK_GPU and not part.allow_task_sharing and spec.launcher != "none":
+        elif key in PER_TASK_GPU and not part.allow_task_sharing and launcher.distributed:
             chk.add(path, f"--{key} binds GPUs per task, which gives each rank its own device cgroup and breaks "
                     "CUDA IPC/NVLink between ranks (NCCL)",
                     hint="slurmkit already gives each rank its GPU at run time; remove this option")
@@ -317,14 +313,13 @@ def _dependency(spec: JobSpec, resolved: dict[str, int], chk: _Checker) -> str:
     return ",".join(parts)
 
 
-def _srun_options(spec: JobSpec, site: Site, cpus_per_task: int, runtime: str) -> list[str]:
-    if spec.launcher == "none":
+def _srun_options(spec: JobSpec, site: Site, launcher: Launcher, cpus_per_task: int, runtime: str) -> list[str]:
+    if not launcher.distributed:
         return []
     # -c again on srun: Slurm 22.05-23.02 srun does not inherit --cpus-per-task from the allocation.
     # No --gpu-bind: see the module docstring (22.05 unsets CUDA_VISIBLE_DEVICES in tasks of a --gpu-bind=none step).
     opts = ["--cpu-bind=none", f"--cpus-per-task={cpus_per_task}"]
-    if spec.launcher == "mpi":
-        opts.append(f"--mpi={site.mpi}")
+    opts += launcher.srun_options(site)
     if spec.container and runtime == "pyxis":
         opts.append(f"--container-image={spec.container.image}")
         if spec.container.mounts:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +18,61 @@ import jinja2
 from slurmkit import __version__
 from slurmkit.config.userdirs import cache_dir
 from slurmkit.errors import Problem, RenderError
-from slurmkit.plan import Plan
+from slurmkit.launchers import Launcher
+from slurmkit.plan import GpuTopo, Plan
 from slurmkit.quoting import Shell, comment, q, sbatch_value, word_with_params, words
 from slurmkit.request import SubmitRequest
 from slurmkit.resources import TEMPLATES_DIR
 
 MAIN_TEMPLATE = "job.sh.j2"
 
-_RECIPE_TEXT = {
-    "A": "recipe A (srun, one task per GPU, each rank binds itself to its GPU's NUMA node and HCA)",
-    "B": "recipe B (torchrun, one task per node starting one rank per GPU; each rank binds itself)",
-    "C": "recipe C (MPI, one rank per GPU via srun, nearest HCA per rank)",
-    "-": "single process (launcher none)",
-}
+
+
+@dataclass(frozen=True)
+class PreemptView:
+    signal: str
+    grace: int
+    requeue: bool
+    max_restarts: int
+    requeue_after: int  # seconds after the signal at which a step still running is requeued anyway
+
+
+@dataclass(frozen=True)
+class PlanView:
+    """What the templates read as `plan`: the planner's decisions, flat. Templates never see the job spec's or
+    the site config's schema, so those can change without touching a template (a site's included)."""
+
+    cluster: str
+    partition_name: str
+    node_type_name: str
+    fabric: str
+    launcher: Launcher
+    nodes: int
+    gpus_per_node: int
+    tasks_per_node: int
+    cpus_per_task: int
+    world_size: int
+    topology: list[GpuTopo]
+    mpi: str
+    master_port: int | None
+    modules: list[str]
+    modules_init: str | None
+    preempt: PreemptView | None
+    nccl_from_spec: bool  # the spec's nccl.env adds to the fabric's settings
+    agent_ignores: bool  # the launcher's per-node agent starts with the preempt signal ignored
+
+
+def plan_view(plan: Plan) -> PlanView:
+    spec, site = plan.spec, plan.site
+    p = spec.preempt
+    preempt = PreemptView(p.signal, p.grace, p.requeue, p.max_restarts, p.requeue_after) if p else None
+    return PlanView(
+        cluster=site.cluster, partition_name=plan.partition_name, node_type_name=plan.node_type_name,
+        fabric=plan.node_type.fabric.kind, launcher=plan.launcher, nodes=spec.nodes,
+        gpus_per_node=plan.gpus_per_node, tasks_per_node=plan.tasks_per_node, cpus_per_task=plan.cpus_per_task,
+        world_size=plan.world_size, topology=plan.topology, mpi=site.mpi, master_port=spec.master_port,
+        modules=list(spec.modules), modules_init=site.modules_init, preempt=preempt,
+        nccl_from_spec=bool(spec.nccl.env), agent_ignores=plan.launcher.agent_ignores(p.signal if p else None))
 
 
 def _finalize(value: Any) -> str:
@@ -111,8 +154,8 @@ def _sbatch_lines(plan: Plan) -> list[Shell]:
 
 def _command_words(plan: Plan, params: set[str]) -> list[Shell]:
     argv = plan.spec.argv
-    if plan.spec.launcher == "torchrun" and argv[0].endswith(".py"):
-        argv = ["python", *argv]  # torchrun runs with --no-python so that every rank passes the bind step
+    if plan.launcher.prepends_python and argv[0].endswith(".py"):
+        argv = ["python", *argv]  # the agent runs with its no-python option so that every rank passes the bind step
     words = [word_with_params(a, params, "command") for a in argv]
     c = plan.spec.container
     if c and plan.container_runtime == "apptainer":
@@ -153,13 +196,12 @@ def render(plan: Plan) -> str:
     site_dir = plan.site.resolve_path(plan.site.templates_dir) if plan.site.templates_dir else None
     params = set(plan.spec.array.names) if plan.spec.array else set()
     env_items = [(k, word_with_params(v, params, f"env.{k}")) for k, v in plan.env.items()]
-    bind = None if plan.spec.launcher == "none" or plan.spec.binding == "none" else plan.spec.binding
+    bind = None if not plan.launcher.distributed or plan.spec.binding == "none" else plan.spec.binding
     if bind == "auto":
         bind = "preferred"  # CPUs + preferred local memory: strict membind can OOM one NUMA node
     ctx = {
-        "plan": plan, "version": __version__,
+        "plan": plan_view(plan), "version": __version__,
         "source": comment(Path(plan.source_file).name) if plan.source_file else None,
-        "recipe_text": Shell(_RECIPE_TEXT[plan.recipe]),
         "sbatch_lines": _sbatch_lines(plan),
         "env": env_items, "nccl_env": list(plan.nccl_env.items()),
         "array": _array_context(plan), "bind": bind,
@@ -196,7 +238,8 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
 
     return json.loads(json.dumps({
         "cluster": plan.site.cluster, "partition": plan.partition_name, "node_type": plan.node_type_name,
-        "recipe": plan.recipe, "launcher": plan.spec.launcher, "nodes": plan.spec.nodes,
+        "launcher": plan.launcher.name, "launcher_summary": plan.launcher.summary,
+        "launcher_explanation": plan.launcher.explanation, "nodes": plan.spec.nodes,
         "gpus_per_node": plan.gpus_per_node, "tasks_per_node": plan.tasks_per_node,
         "cpus_per_task": plan.cpus_per_task, "world_size": plan.world_size, "sbatch": plan.sbatch,
         "srun": plan.srun, "nccl_env": plan.nccl_env, "binding": plan.spec.binding,

@@ -19,9 +19,11 @@ from slurmkit.config.source import Source, load, loads
 from slurmkit.config.strict import Strict, validate
 from slurmkit.config.units import parse_mem_mib, parse_time_minutes
 from slurmkit.errors import Problem, SpecError
+from slurmkit.launchers import all_launchers, launcher_names
+from slurmkit.launchers import get as get_launcher
 from slurmkit.slurm.fields import MAX_JOB_ID
 
-Launcher = Literal["torchrun", "srun", "mpi", "none"]
+Launcher = Literal[launcher_names()]  # type: ignore[valid-type]  # one module each in slurmkit/launchers/
 BindPolicy = Literal["auto", "none", "membind", "preferred", "cpus"]
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -183,8 +185,7 @@ class JobSpec(JobSpecMixin, Strict):
     mem_per_gpu: str | None = Field(None, description="e.g. 64G; default: the partition's default_mem_per_gpu")
     time: str | None = Field(None, description="time limit (30, 04:00:00, 2-00:00:00); default: partition's")
     exclusive: bool = Field(False, description="whole nodes only (sbatch --exclusive)")
-    launcher: Launcher = Field("srun", description="torchrun: one task per node running torchrun; srun: one "
-                                                   "task per GPU; mpi: one MPI rank per GPU; none: run once")
+    launcher: Launcher = Field("srun", description="; ".join(f"{la.name}: {la.summary}" for la in all_launchers()))
     binding: BindPolicy = Field("auto", description="auto (= CPUs + preferred local memory), membind (strict), "
                                                     "preferred, cpus (CPUs only), none")
     workdir: str | None = Field(None, description="working directory (default: where you submit from)")
@@ -269,9 +270,10 @@ class JobSpec(JobSpecMixin, Strict):
     def _consistent(self) -> JobSpec:
         if self.gpus is not None and self.gpus_per_node is not None:
             raise ValueError("give gpus (total) or gpus_per_node, not both")
-        if self.launcher == "none" and self.nodes > 1:
-            raise ValueError("launcher 'none' runs the command once, on one node; use srun, torchrun or mpi "
-                             "for multi-node jobs")
+        if self.nodes > 1 and not get_launcher(self.launcher).distributed:
+            multi = [la.name for la in all_launchers() if la.distributed]
+            raise ValueError(f"launcher {self.launcher!r} runs the command once, on one node; use "
+                             f"{', '.join(multi[:-1])} or {multi[-1]} for multi-node jobs")
         return self
 
 

@@ -71,7 +71,8 @@ def test_set_overrides_win_over_the_spec_and_are_validated():
 def test_render_explain_is_json_with_the_decisions():
     run = sk("render", str(ROOT / "examples" / "torchrun-2node.yaml"), "--site", DGX, "--explain")
     data = json.loads(run.stdout)
-    assert data["recipe"] == "B" and data["world_size"] == 16 and data["topology"][0]["numa"] == 3
+    assert data["launcher"] == "torchrun" and data["tasks_per_node"] == 1 and data["world_size"] == 16
+    assert "one rank per GPU" in data["launcher_explanation"] and data["topology"][0]["numa"] == 3
 
 
 def test_nccl_lint_runs_in_validate_with_suggestion(tmp_path):

@@ -107,13 +107,9 @@ def test_query_gpu_bus_ids_are_trimmed_to_sysfs_form():
 
 def test_infiniband_sysfs_of_a_real_roce_node_makes_fabric_roce(tmp_path: Path):
     # /sys/class/infiniband built from the real `ibstatus` of an H100 RoCE node (tests/data/doctor/README.md)
-    from slurmkit.site.doctor import parse_ibstatus
+    from tests.ibstatus import write_infiniband_sysfs
 
-    for (hca, port), info in parse_ibstatus((DATA / "doctor" / "ibstatus-roce-h100.txt").read_text()).items():
-        d = tmp_path / hca / "ports" / port
-        d.mkdir(parents=True)
-        for name, value in info.items():
-            (d / name).write_text(value + "\n")
+    write_infiniband_sysfs(tmp_path, (DATA / "doctor" / "ibstatus-roce-h100.txt").read_text())
     text = disc._sysfs_infiniband(tmp_path)
     assert text == "mlx5_0 1 ACTIVE Ethernet\nmlx5_1 1 ACTIVE Ethernet\n"
     facts = disc.Facts({"infiniband.txt": text}, "test")

@@ -170,6 +170,7 @@ def test_troubleshooting_messages_are_what_sk_validate_prints(guides, site, tmp_
             exits[key] = int(owner["data-exit"])
     assert len(cases) >= 10
     site_file = str(ROOT / "site_config" / f"{site}.yaml")
+    (tmp_path / "train.py").touch()  # the user's script is there: the cases are about the spec
     for key, (spec_text, printed) in cases.items():
         (tmp_path / "train.yaml").write_text(spec_text)
         real = sk("validate", "train.yaml", "--site", site_file, cwd=tmp_path)

@@ -15,6 +15,7 @@ import yaml
 
 from slurmkit.site import doctor as doc
 from slurmkit.site.model import NodeType, load_site
+from tests.ibstatus import parse_ibstatus, write_infiniband_sysfs
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "doctor"
@@ -58,11 +59,7 @@ def node_type(**changes) -> NodeType:
 
 def sysfs_from_ibstatus(sys_root: Path, ibstatus: str) -> None:
     """Write /sys/class/infiniband/<hca>/ports/<n>/{state,phys_state,rate,link_layer} as ibstatus read them."""
-    for (hca, port), info in doc.parse_ibstatus(ibstatus).items():
-        d = sys_root / "class" / "infiniband" / hca / "ports" / port
-        d.mkdir(parents=True)
-        for name, value in info.items():
-            (d / name).write_text(value + "\n")
+    write_infiniband_sysfs(sys_root / "class" / "infiniband", ibstatus)
 
 
 # ---- parsers on real outputs ------------------------------------------------------------------------------
@@ -84,7 +81,7 @@ def test_nvidia_smi_list_with_and_without_mig():
 
 
 def test_ibstatus_and_numactl_and_status_parse():
-    ports = doc.parse_ibstatus(text("ibstatus-roce-h100.txt"))
+    ports = parse_ibstatus(text("ibstatus-roce-h100.txt"))  # the fixture builder (tests/ibstatus.py)
     assert ports[("mlx5_1", "1")] == {"state": "4: ACTIVE", "phys_state": "5: LinkUp",
                                      "rate": "100 Gb/sec (4X EDR)", "link_layer": "Ethernet"}
     assert doc.parse_numactl_show(text("numactl-show-membind0-cpu1.txt"))["policy"] == "bind"

@@ -1,6 +1,6 @@
 """`sk hook jobcomp`: the record it writes from Slurm's jobcomp variables plus recorded real `scontrol show job -o`.
 
-The variables are the ones Slurm 22.05's jobcomp/script passes (../shared/notes/real-slurm-on-one-machine.md),
+The variables are the ones Slurm 22.05's jobcomp/script passes (docs/real-slurm-on-one-machine.md),
 with the values of the recorded jobs (tests/data/accounting/sacct-*.txt shows the same jobs as sacct saw them).
 """
 

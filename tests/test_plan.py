@@ -27,9 +27,8 @@ def test_dgx_a100_topology_gpu0_is_numa3_cpus_48_63_with_smt_and_mlx5_0():
     assert [g.numa for g in plan.topology] == [3, 3, 1, 1, 7, 7, 5, 5]
 
 
-def test_srun_recipe_requests_gpus_per_node_and_one_task_per_gpu():
+def test_srun_launcher_requests_gpus_per_node_and_one_task_per_gpu():
     plan = plan_for("name: t\nlauncher: srun\nnodes: 2\ncpus_per_gpu: 8\ncommand: [x]\n")
-    assert plan.recipe == "A"
     assert plan.sbatch["gpus-per-node"] == "a100:8"
     assert plan.sbatch["ntasks-per-node"] == "8"
     assert plan.sbatch["cpus-per-task"] == "8"
@@ -39,11 +38,24 @@ def test_srun_recipe_requests_gpus_per_node_and_one_task_per_gpu():
     assert plan.world_size == 16
 
 
-def test_torchrun_recipe_is_one_task_per_node_with_all_cpus_of_its_gpus():
-    plan = plan_for("name: t\nlauncher: torchrun\nnodes: 2\ncpus_per_gpu: 16\ncommand: [train.py]\n")
-    assert plan.recipe == "B"
+@pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
+def test_agent_launchers_are_one_task_per_node_with_all_cpus_of_its_gpus(launcher):
+    plan = plan_for(f"name: t\nlauncher: {launcher}\nnodes: 2\ncpus_per_gpu: 16\ncommand: [train.py]\n")
     assert plan.sbatch["ntasks-per-node"] == "1"
     assert plan.sbatch["cpus-per-task"] == "128"
+    assert "--cpus-per-task=128" in plan.srun and plan.world_size == 16
+
+
+def test_accelerate_step_passes_accelerates_own_options_with_the_total_process_count():
+    from slurmkit.render import render
+    script = render(plan_for("name: t\nlauncher: accelerate\nnodes: 2\ncommand: [train.py, --lr, '1']\n"))
+    step = next(line for line in script.splitlines() if line.startswith("srun "))
+    # --num_processes is accelerate's total over all machines; the machine rank is read per node, in the step
+    assert ("""bash -c 'exec accelerate launch --machine_rank="$SLURM_NODEID" "$@"' sk_agent --multi_gpu """
+            """--num_machines=2 --num_processes=16 --main_process_ip="$MASTER_ADDR" """
+            """--main_process_port="$MASTER_PORT" --no_python bash -c 'sk_bind "$@"' sk_bind python train.py --lr 1"""
+            ) in step, step
+    assert "lrank=$LOCAL_RANK  # set by accelerate" in script and "export WORLD_SIZE=16" in script
 
 
 @pytest.mark.parametrize(("signal", "wrapped"), [("USR1", True), ("USR2", True), ("TERM", False)])
@@ -58,9 +70,28 @@ def test_torchrun_agent_ignores_a_user_preempt_signal_but_keeps_its_own_term_han
     assert "sk_agent" not in plain and "trap" not in plain
 
 
-def test_mpi_recipe_uses_site_mpi_plugin():
-    plan = plan_for("name: t\nlauncher: mpi\ncommand: [osu]\n")
-    assert plan.recipe == "C" and "--mpi=pmix" in plan.srun
+@pytest.mark.parametrize(("signal", "wrapped"), [("USR1", True), ("USR2", True), ("TERM", False)])
+def test_accelerate_agent_ignores_a_user_preempt_signal_like_torchrun(signal, wrapped):
+    # accelerate launch runs torch's elastic agent in its own process: the same signals kill it
+    from slurmkit.render import render
+    script = render(plan_for(f"name: t\nlauncher: accelerate\npreempt: {{signal: {signal}}}\ncommand: [t.py]\n"))
+    step = next(line for line in script.splitlines() if line.startswith("sk_run srun "))
+    assert (f"bash -c 'trap \"\" {signal}; exec accelerate launch " in step) is wrapped
+    assert ("bash -c 'exec accelerate launch " in step) is not wrapped
+
+
+@pytest.mark.parametrize(("launcher", "command"), [
+    ("torchrun", "torchrun"), ("torchrun", "python"), ("accelerate", "accelerate"), ("accelerate", "python3"),
+    ("srun", "mpirun"), ("srun", "accelerate"), ("mpi", "torchrun")])
+def test_a_command_that_starts_its_own_launcher_is_refused(launcher, command):
+    with pytest.raises(SpecError) as err:
+        plan_for(f"name: t\nlauncher: {launcher}\ncommand: [{command}, train.py]\n")
+    assert [p.key for p in err.value.problems] == ["command"] and command in err.value.problems[0].message
+
+
+def test_mpi_launcher_uses_site_mpi_plugin_and_srun_does_not():
+    assert "--mpi=pmix" in plan_for("name: t\nlauncher: mpi\ncommand: [osu]\n").srun
+    assert not any(o.startswith("--mpi") for o in plan_for("name: t\nlauncher: srun\ncommand: [osu]\n").srun)
 
 
 def test_nccl_env_lists_compute_hcas_exactly_and_never_storage():

@@ -13,7 +13,7 @@ from report_store import T0, H, add_gpus, add_job, check_scenario_by_user, scena
 from slurmkit.errors import InputError
 from slurmkit.report.build import build
 from slurmkit.report.query import Scope, parse_by
-from slurmkit.report.window import clip_seconds, parse_window
+from slurmkit.report.window import parse_window
 
 DAY = "--since", "2026-11-01", "--until", "2026-11-02"
 
@@ -28,12 +28,6 @@ def rows(rep, key="user"):
 
 def test_usage_by_user_hand_computed(tmp_path):
     check_scenario_by_user(build("usage", scenario(tmp_path / "a.db"), window(), ["user"], None, Scope()))
-
-
-def test_clip_seconds():
-    # a job 10..20 in window 15..100 counts 5 s; entirely outside counts 0
-    assert clip_seconds(10, 20, 15, 100) == 5
-    assert clip_seconds(10, 20, 30, 100) == 0
 
 
 def test_period_split_counts_each_part_once(tmp_path):

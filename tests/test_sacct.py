@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from slurmkit.accounting import hooks, sacct
+from slurmkit.config import when
 from slurmkit.errors import BackendError, InputError
 from slurmkit.slurm import fields, scontrol
 from slurmkit.slurm import sacct as sacct_cmd
@@ -158,7 +159,8 @@ def test_times():
     with pytest.raises(InputError) as err:
         sacct.to_epoch("next tuesday", what="--since")
     assert "--since: cannot read 'next tuesday' as a time" in err.value.format()
-    assert sacct_cmd.age_seconds("1w") == 604800 and sacct_cmd.age_seconds("2026-01-01") is None
+    assert when.span_seconds("1w") == 604800 and when.span_seconds("2026-01-01") is None
+    assert when.span_seconds("1.5h") == 5400 and sacct.to_epoch("1.5h", now=now) == now - 5400
 
 
 def test_hook_and_sacct_describe_a_requeued_job_the_same_way():

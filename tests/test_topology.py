@@ -48,7 +48,7 @@ def test_hgx_h100_space_separated_with_na_gpu_numa_id():
 def test_pcie_only_box_nearest_is_node_level():
     t = topo("asus-esc8000a-e12-4x-rtx6000ada-pcie.txt")
     assert t.nvlink_kind() == "none"
-    assert t.gpu_link(0, 1) == "NODE"
+    assert t.gpu(0).links["GPU1"] == "NODE"
     assert t.nearest_nics(2) == ("NODE", ["mlx5_2", "mlx5_3"])
     assert t.assign_hcas() == {0: "mlx5_0", 1: "mlx5_1", 2: "mlx5_2", 3: "mlx5_3"}
 
@@ -64,7 +64,7 @@ def test_power9_sparse_numa_ids_and_nv3():
     t = topo("princeton-traverse-4x-v100-power9.txt")
     assert [g.numa_affinity for g in t.gpus] == [0, 0, 8, 8]
     assert t.nvlink_kind() == "NV3"
-    assert t.gpu_link(0, 2) == "SYS"
+    assert t.gpu(0).links["GPU2"] == "SYS"
     assert t.assign_hcas() == {0: "mlx5_0", 1: "mlx5_1", 2: "mlx5_2", 3: "mlx5_3"}
 
 
@@ -94,7 +94,7 @@ def test_six_k80_gpus_2016_driver_soc_cells_and_space_separated_header():
     # Header split by single spaces, rows by tabs, `SOC` for SYS, no NICs, no NUMA column; a shell prompt above.
     t = topo("nccl-19-6x-k80-soc-2016.txt")
     assert [g.index for g in t.gpus] == list(range(6)) and t.nics == []
-    assert t.gpu_link(0, 1) == "PIX" and t.gpu_link(0, 2) == "SOC" and t.gpu_link(2, 4) == "PHB"
+    assert t.gpu(0).links["GPU1"] == "PIX" and t.gpu(0).links["GPU2"] == "SOC" and t.gpu(2).links["GPU4"] == "PHB"
     assert [g.cpu_affinity for g in t.gpus] == ["0-7,16-23"] * 2 + ["8-15,24-31"] * 4
     assert all(g.numa_affinity is None for g in t.gpus)
     assert t.nvlink_kind() == "none" and t.assign_hcas() == dict.fromkeys(range(6))
@@ -102,7 +102,7 @@ def test_six_k80_gpus_2016_driver_soc_cells_and_space_separated_header():
 
 def test_three_gpus_partial_nvlink_nearest_is_phb_for_the_pcie_gpu():
     t = topo("nccl-tests-320-3gpu-nv4-phb.txt")
-    assert t.gpu_link(0, 1) == "NV4" and t.gpu_link(0, 2) == "NODE"
+    assert t.gpu(0).links["GPU1"] == "NV4" and t.gpu(0).links["GPU2"] == "NODE"
     assert t.nvlink_kind() == "NV4"
     assert t.nearest_nics(2) == ("PHB", ["mlx5_0", "mlx5_1"])
     assert t.nearest_nics(0) == ("NODE", ["mlx5_0", "mlx5_1"])
@@ -145,6 +145,6 @@ def test_sixteen_gpu_wide_rows_parse_cell_by_cell():
         lines.append("\t".join([cells[0]] + [cells[i + 1] for i in keep[:-2]] + [cells[-1]]))
     t = parse_topo("\n".join(lines))
     assert t.nics == [f"mlx5_{i}" for i in range(10)]
-    assert t.gpu_link(1, 3) == "NV6" and t.nvlink_kind() == "NV6"
+    assert t.gpu(1).links["GPU3"] == "NV6" and t.nvlink_kind() == "NV6"
     assert t.nearest_nics(2) == ("PIX", ["mlx5_1"])
     assert t.gpu(3).cpu_affinity == "0-23,48-71"

@@ -2,11 +2,16 @@
 
 pyslurm 25.11 needs a Slurm 25.11 installation (it links against that release's libslurm); pyslurm's version is
 "<Slurm major>.<Slurm minor>.<pyslurm patch>" (pyslurm/version.py: "24.5.1" is built for Slurm 24.05), so a
-pyslurm only works with the Slurm series it was built for. No Slurm 25.11 can be installed on slurmkit's
-development machines (Debian 12 ships 22.05), so this backend is tested against a FAKE `pyslurm` module that
-implements exactly the documented signatures (tests/test_backend_pyslurm.py); it has never run against a real
-libslurm. Auto-detection (`backend: auto`) picks it only when pyslurm imports AND its series matches the running
-Slurm (`sinfo -V`); otherwise the cli backend is used, which works with every Slurm.
+pyslurm only works with the Slurm series it was built for. Tested with the real pyslurm 25.11.2 against the
+devcluster's Slurm 25.11.7 (tests/integration/test_pyslurm_on_devcluster.py: same script, same `scontrol show job`
+fields and same rank output as the cli backend); on Slurm 22.05 it cannot load and those tests skip.
+Auto-detection (`backend: auto`) picks it only when pyslurm imports AND its series matches the running Slurm
+(`sinfo -V`); otherwise the cli backend is used, which works with every Slurm.
+
+Where pyslurm 25.11.2 differs from sbatch (each seen on the devcluster), description_kwargs compensates: the
+environment is always an explicit dict, --signal is passed in pyslurm's dict form, ntasks is derived from
+--nodes x --ntasks-per-node, and array task 0 is read back from pyslurm's "unset" (see _job_info). Left as is:
+sbatch also records SubmitLine and TresPerTask=cpu=N, which pyslurm does not send.
 
 The interface used, from pyslurm's documentation and source:
 - https://pyslurm.github.io/24.11/reference/jobsubmitdescription  (the 25.11 reference has the same layout:
@@ -26,6 +31,7 @@ The interface used, from pyslurm's documentation and source:
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
 import os
 import re
@@ -50,6 +56,23 @@ def _same(v: str | None) -> str | None:
     return v
 
 
+def signal_dict(v: str | None) -> dict[str, Any]:
+    """sbatch's --signal=[{R|B}:]SIG[@TIME] as pyslurm's dict form. pyslurm 25.11.2 parses the string form with
+    signal.Signals["USR1"], which only knows "SIGUSR1", so "B:USR1@60" is refused ("Invalid Signal: USR1")."""
+    import signal as _signal
+
+    text = str(v or "")
+    flags, _, rest = text.rpartition(":") if ":" in text else ("", "", text)
+    sig, _, secs = rest.partition("@")
+    num = int(sig) if sig.isdigit() else _signal.Signals[sig if sig.startswith("SIG") else f"SIG{sig}"].value
+    out: dict[str, Any] = {"signal": num, "time": int(secs) if secs else 60}
+    if "B" in flags.upper():
+        out["batch_only"] = True
+    if "R" in flags.upper():
+        out["allow_reservation_overlap"] = True
+    return out
+
+
 # sbatch long option -> (JobSubmitDescription attribute, converter).
 _OPTIONS: dict[str, tuple[str, Callable[[str | None], Any]]] = {
     "job-name": ("name", _same), "partition": ("partitions", _same), "account": ("account", _same),
@@ -64,7 +87,7 @@ _OPTIONS: dict[str, tuple[str, Callable[[str | None], Any]]] = {
     "time": ("time_limit", _same), "time-min": ("time_limit_min", _same),
     "chdir": ("working_directory", _same), "output": ("standard_output", _same),
     "error": ("standard_error", _same), "input": ("standard_in", _same), "array": ("array", _same),
-    "dependency": ("dependencies", _same), "signal": ("signal", _same),
+    "dependency": ("dependencies", _same), "signal": ("signal", signal_dict),
     "requeue": ("is_requeueable", lambda v: True), "no-requeue": ("is_requeueable", lambda v: False),
     "open-mode": ("log_files_open_mode", _same), "mail-user": ("mail_user", _same),
     "mail-type": ("mail_types", _same),
@@ -103,17 +126,22 @@ def description_kwargs(request: SubmitRequest, environ: dict[str, str] | None = 
         attr, convert = _OPTIONS[key]
         try:
             kwargs[attr] = convert(value)
-        except ValueError as exc:
+        except (ValueError, KeyError) as exc:
             problems.append(Problem(f"--{key}={value}: {exc}", key=key))
     if problems:
         raise InputError(problems)
+    # pyslurm defaults ntasks to 1 where sbatch derives it from --nodes x --ntasks-per-node; a 2-node job with
+    # 8 tasks per node and ntasks 1 is refused ("Requested node configuration is not available").
+    if "ntasks" not in kwargs and "ntasks_per_node" in kwargs and str(kwargs.get("nodes", "1")).isdigit():
+        kwargs["ntasks"] = int(kwargs.get("nodes", 1)) * kwargs["ntasks_per_node"]
     kwargs["comment"] = f"sk:{request.tag}"
     kwargs["script"] = request.script
     kwargs.setdefault("working_directory", request.workdir)
-    if request.environment:
-        # pyslurm's dict form exports only SLURM_* plus the dict; sbatch's default is everything (--export=ALL).
-        env = {k: v for k, v in (os.environ if environ is None else environ).items() if not k.startswith("SLURM_")}
-        kwargs["environment"] = {**env, **request.environment}
+    # Always an explicit dict, as sbatch's default --export=ALL would send: pyslurm 25.11.2's own "ALL" (its default)
+    # merges libslurm's `environ`, which arrives empty, and slurmctld then refuses the job ("batch job cannot run
+    # without an environment", seen on the devcluster). The dict form adds the caller's SLURM_* variables itself.
+    env = {k: v for k, v in (os.environ if environ is None else environ).items() if not k.startswith("SLURM_")}
+    kwargs["environment"] = {**env, **request.environment}
     return kwargs
 
 
@@ -139,31 +167,53 @@ class Detection:
     slurm_version: str | None = None
 
 
+def _installed_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def detect(*, find_spec: Callable = importlib.util.find_spec, import_module: Callable = importlib.import_module,
+           installed_version: Callable[[str], str | None] = _installed_version,
            slurm_version: Callable[[], str | None] = _sinfo_version) -> Detection:
-    """Can the pyslurm backend be used here? (find_spec first: no import, no subprocess when it is absent.)"""
+    """Can the pyslurm backend be used here?
+
+    The series is compared BEFORE pyslurm is imported: importing it loads libslurm, which reads slurm.conf at load
+    time, and a libslurm of another release that meets a config it cannot parse calls fatal() -> exit(1) in the
+    importing process (seen in CI: pyslurm 25.11 under Slurm 22.05 ended the whole pytest run). So: find_spec (no
+    import), the installed distribution's version (metadata, no import), `sinfo -V`, and only on a match the import.
+    """
     if find_spec("pyslurm") is None:
         return Detection(False, "pyslurm is not installed")
-    try:
-        mod = import_module("pyslurm")
-    except Exception as exc:  # ImportError, or libslurm missing/mismatched (OSError from the dynamic loader)
-        return Detection(False, f"pyslurm does not import: {exc}")
-    pv = str(getattr(mod, "__version__", ""))
+    pv = installed_version("pyslurm") or ""
     sv = slurm_version()
     if sv is None:
-        return Detection(False, "sinfo -V failed: cannot tell which Slurm is running", pv)
+        return Detection(False, "sinfo -V failed: cannot tell which Slurm is running", pv or None)
     if _series(pv) is None or _series(pv) != _series(sv):
-        return Detection(False, f"pyslurm {pv} is built for Slurm {'.'.join(map(str, _series(pv) or ()))}, "
-                         f"but the running Slurm is {sv}", pv, sv)
+        built = ".".join(map(str, _series(pv) or ())) or "an unknown Slurm release"
+        return Detection(False, f"pyslurm {pv or '(version unknown)'} is built for Slurm {built}, "
+                         f"but the running Slurm is {sv}; not imported (its libslurm would exit on this "
+                         "Slurm's config)", pv or None, sv)
+    try:
+        import_module("pyslurm")
+    except Exception as exc:  # ImportError, or libslurm missing (OSError from the dynamic loader)
+        return Detection(False, f"pyslurm does not import: {exc}", pv, sv)
     return Detection(True, f"pyslurm {pv} matches {sv}", pv, sv)
 
 
 def _job_info(job: Any) -> JobInfo:
     jid = str(job.id)
     array_job_id = task = None
-    if job.array_id and job.array_task_id is not None:
-        array_job_id, task = str(job.array_id), str(job.array_task_id)
-        jid = f"{job.array_id}_{job.array_task_id}"
+    if job.array_id:
+        array_job_id = str(job.array_id)
+        waiting = getattr(job, "array_tasks_waiting", None)
+        if job.array_task_id is not None:
+            task = str(job.array_task_id)
+        elif not waiting:
+            task = "0"  # pyslurm 25.11 reads every 0 as "unset" (u32_parse), task 0 included
+        # Slurm's collapsed pending record keeps its "123_[4-9]" form, one entry (see base.py).
+        jid = f"{job.array_id}_{task}" if task is not None else f"{job.array_id}_[{waiting}]"
     secs = int(job.run_time or 0)
     h, rem = divmod(secs, 3600)
     elapsed = f"{h:02d}:{rem // 60:02d}:{rem % 60:02d}"
@@ -182,11 +232,11 @@ class PyslurmBackend(Backend):
     @property
     def pyslurm(self) -> Any:
         if self._module is None:
-            try:
-                self._module = importlib.import_module("pyslurm")
-            except Exception as exc:
-                raise BackendUnavailable(f"pyslurm does not import: {exc}",
-                                         hint="pyslurm 25.11 needs Slurm 25.11; use --backend cli") from exc
+            d = detect()  # never imports a pyslurm of another Slurm series (its libslurm would exit the process)
+            if not d.usable:
+                raise BackendUnavailable(d.reason, hint="pyslurm works only with the Slurm series it was built "
+                                         "for (pip install pyslurm==<series>.*); use --backend cli")
+            self._module = importlib.import_module("pyslurm")
         return self._module
 
     def _rpc(self, exc: Exception) -> Exception:
@@ -224,13 +274,21 @@ class PyslurmBackend(Backend):
         return None
 
     def _job(self, job_id: str) -> list[JobInfo]:
+        """One job, or every task of an array ("123"), or one task ("123_4"). Job.load gives only the record
+        whose id it is asked for (for an array: one task), so an array's tasks come from Jobs.load."""
         ps = self.pyslurm
+        base, _, task = job_id.partition("_")
         try:
-            return [_job_info(ps.Job.load(int(job_id.split("_")[0])))]
+            job = ps.Job.load(int(base))
+            if not job.array_id and not task:
+                return [_job_info(job)]
+            array = job.array_id or int(base)
+            found = [_job_info(j) for j in ps.Jobs.load().values() if j.array_id == array]
         except ps.RPCError as exc:
             if slurm_errors.classify(str(exc)) == "not-found":
                 return []
             raise self._rpc(exc) from exc
+        return [j for j in found if not task or j.array_task == task]
 
     def jobs(self, query: JobQuery) -> list[JobInfo]:
         # The controller's jobs only (pyslurm.db is not read): a job that left it (MinJobAge) is absent.

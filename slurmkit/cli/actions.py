@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING
 from slurmkit.cli.output import echo, echo_json
 
 if TYPE_CHECKING:
+    from slurmkit.backends.base import Backend
     from slurmkit.config.cache import SpecFile
     from slurmkit.plan import Plan
 
 
-def _plan(f: SpecFile, site_path: str | None, deps: dict[str, int] | None = None) -> Plan:
+def _plan(f: SpecFile, site_path: str | None, deps: dict[str, int] | None = None, paths: bool = True) -> Plan:
     # Order of the checks (and so of the first error a user sees): the spec's YAML (read_spec), the site
     # config, then the spec itself. Both are plain copies of the validated models (configcache.py).
     from slurmkit.config import cache as configcache
@@ -25,8 +26,13 @@ def _plan(f: SpecFile, site_path: str | None, deps: dict[str, int] | None = None
     from slurmkit.site.lookup import find_site_file
 
     site = configcache.load_site(find_site_file(site_path))
+    from slurmkit.preflight import check_paths
+
     spec, src = f.validate()
-    return make_plan(spec, site, src, deps)  # type: ignore[arg-type] - the copies quack like the models
+    plan = make_plan(spec, site, src, deps)  # type: ignore[arg-type] - the copies quack like the models
+    if paths:  # validate and submit: where the job will run; `sk render` only shows a script
+        plan.warnings.extend(check_paths(plan, src))
+    return plan
 
 
 def _warn(plan: Plan) -> None:
@@ -74,7 +80,7 @@ def validate(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str
         results.append({"file": path, "ok": True, "warnings": [asdict(w) for w in plan.warnings],
                         **plan_summary(plan)})
         if not as_json:
-            echo(f"{path}: ok ({plan.recipe}: {plan.spec.nodes} node(s) x {plan.gpus_per_node} "
+            echo(f"{path}: ok (launcher {plan.launcher.name}: {plan.spec.nodes} node(s) x {plan.gpus_per_node} "
                  f"{plan.sbatch['gpus-per-node'].split(':')[0]} GPU(s), partition {plan.partition_name})")
     if as_json:
         echo_json(results)
@@ -87,7 +93,7 @@ def render(spec: str, output: str | None, site_path: str | None, overrides: tupl
     from slurmkit.render import render as render_script
 
     f = read_spec(spec, list(overrides))
-    plan = _plan(f, site_path, _placeholder_deps(f))
+    plan = _plan(f, site_path, _placeholder_deps(f), paths=False)
     _warn(plan)
     if explain:
         from slurmkit.render import plan_summary
@@ -154,23 +160,25 @@ def read_specs(specs, overrides) -> dict[str, SpecFile]:
 
 
 def submit_specs(specs, site_path: str | None = None, overrides=(), backend: str | None = None,
-                 test_only: bool = False) -> list[dict]:
-    """Submit specs (dependencies by name resolved in order); one result dict per spec. No output but warnings
-    (stderr): the CLI and the Python API (slurmkit.api) print or return these."""
+                 test_only: bool = False) -> tuple[list[dict], Backend]:
+    """Submit specs (dependencies by name resolved in order): one result dict per spec, and the backend that
+    submitted them. No output but warnings (stderr): the CLI and the Python API (slurmkit.api) print or keep these."""
     from slurmkit.submission import submit as submit_request
 
     resolved: dict[str, int] = {}
     out = []
+    be = None
     for path, name, be, request in _requests(read_specs(specs, overrides), site_path, backend, resolved, False):
         result = submit_request(be, request, test_only=test_only)
         if result.job_id:
             resolved[name] = result.job_id
         item = {"file": path, "name": name, "job_id": result.job_id, "cluster": result.cluster,
-                "backend": result.backend, "reused": result.reused, "tag": request.tag, "_backend": be}
+                "backend": result.backend, "reused": result.reused, "tag": request.tag}
         if test_only:
             item["test_only"] = result.test_only
         out.append(item)
-    return out
+    assert be is not None  # at least one spec: click and the API require it
+    return out, be
 
 
 def submit(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, ...], backend: str | None,
@@ -193,9 +201,8 @@ def submit(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, 
         if as_json:
             echo_json(out)
         return
-    results = submit_specs(specs, site_path, overrides, backend, test_only)
+    results, _be = submit_specs(specs, site_path, overrides, backend, test_only)
     for item in results:
-        item.pop("_backend")
         if as_json:
             continue
         if parsable:  # like sbatch --parsable: jobid[;cluster], one line per job, nothing else on stdout

@@ -154,9 +154,9 @@ def _window(since: str, until: str | None) -> tuple[int, int | None]:
 
 
 def _chunk_seconds(text: str) -> int:
-    from slurmkit.slurm.sacct import age_seconds
+    from slurmkit.config.when import span_seconds
 
-    seconds = age_seconds(text)
+    seconds = span_seconds(text)
     if seconds is None or seconds < 60:
         raise InputError(Problem(f"--chunk {text!r} is not a length of at least a minute", key="--chunk",
                                  hint="use e.g. 1d, 12h or 1w"))

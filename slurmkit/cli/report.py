@@ -51,18 +51,9 @@ def _common(fn):
 
 
 def _open(db: str | None, site_path: str | None):
-    from slurmkit.report.access import open_readonly, store_scope, trusted
+    from slurmkit.report.access import open_for_reports
 
-    admin_group, config_trusted = "slurmkit-admin", False
-    if db is None or site_path:
-        from slurmkit.site.model import find_site_file, load_site
-
-        path = find_site_file(site_path)
-        site = load_site(path)
-        admin_group, config_trusted = site.accounting.admin_group, trusted(path)
-        db = db or site.accounting.store
-    store = open_readonly(db, admin_group)
-    return store, store_scope(db, admin_group, config_trusted), admin_group
+    return open_for_reports(db, site_path)
 
 
 def _open_sacct(window, db: str | None, site_path: str | None):

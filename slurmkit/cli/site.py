@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from slurmkit.cli.common import echo_json, handle_errors, json_option, site_option
+from slurmkit.nccl import FABRIC_KINDS
 
 
 @click.group()
@@ -52,7 +53,7 @@ def show(site_path: str | None, as_json: bool) -> None:
 @click.option("--gpu-model", metavar="MODEL", help="GPU model when query-gpu.csv is not available.")
 @click.option("--slurm-type", metavar="TYPE", help="gres type (gres.conf Type=), default: from slurmd -G or the "
               "model name.")
-@click.option("--fabric", type=click.Choice(["infiniband", "roce", "tcp", "slingshot"]),
+@click.option("--fabric", type=click.Choice(FABRIC_KINDS),
               help="Fabric kind, default: from /sys/class/infiniband link_layer.")
 @json_option
 @handle_errors

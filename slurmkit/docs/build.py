@@ -24,6 +24,7 @@ from slurmkit.docs import examples as ex_mod
 from slurmkit.docs import schema, topology, troubleshoot, why
 from slurmkit.docs.html import SHIM, SHIM_TARGET, build_html, external_assets
 from slurmkit.errors import InputError, Problem, SlurmkitError
+from slurmkit.launchers import all_launchers
 from slurmkit.site.model import Site, load_site
 from slurmkit.spec import JobSpec
 
@@ -132,7 +133,9 @@ def _long_jobs(site: Site) -> dict[str, Any]:
     lines = script.splitlines(keepends=True)
     first = next(i for i, line in enumerate(lines) if line.startswith("# Time limit / preemption"))
     return {"spec_text": text, "script_part": "".join(lines[first:]), "preempt": plan.spec.preempt,
-            "watchdog": plan.spec.preempt.requeue_after, "launcher": plan.spec.launcher,
+            "watchdog": plan.spec.preempt.requeue_after,
+            # every launcher whose agent would die of the signal (the page's example is one of them)
+            "agents": [la for la in all_launchers() if la.agent_ignores(plan.spec.preempt.signal)],
             "part_name": pname, "part": site.partitions[pname], "handler": HANDLER.read_text(encoding="utf-8")}
 
 

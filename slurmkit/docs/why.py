@@ -1,18 +1,18 @@
 """"Why these settings": the binding and NCCL decisions for one node type, derived from the real planner and the
 node type's fabric profile (slurmkit/plan.py, slurmkit/nccl.py), with the reason for each.
 
-The reasons are the facts in the project's notes (../shared/notes/binding-and-nccl.md, gathered from Slurm's
-srun(1)/gres.conf(5) and NCCL 2.30's documentation and source). Every NCCL variable the fabric profile sets
-must have a reason here: an unexplained one stops the build, so a new profile setting cannot ship undocumented.
+The reasons are the facts in docs/binding-and-nccl.md (gathered from Slurm's srun(1)/gres.conf(5) and NCCL 2.30's
+documentation and source). Every variable a fabric profile sets carries its reason (slurmkit.nccl.Rule), so a
+new profile setting cannot ship undocumented.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from slurmkit import nccl
-from slurmkit.errors import InputError, SlurmkitError
+from slurmkit.errors import InputError
+from slurmkit.launchers import Launcher, all_launchers
 from slurmkit.plan import Plan, make_plan
 from slurmkit.site.model import NodeType, Site
 from slurmkit.spec import JobSpec
@@ -22,48 +22,8 @@ SOURCES = {
     "gres": "Slurm gres.conf(5) and gres.shtml (Cores= affinity is per socket unless numa_node_as_socket)",
     "nccl": "NCCL 2.30 environment-variable documentation and source (defaults)",
     "numactl": "numactl(8): --physcpubind, --membind, --preferred",
-    "notes": "slurmkit project notes: binding-and-nccl.md (the facts above, with the Slurm/NCCL versions)",
+    "notes": "slurmkit's documentation: binding-and-nccl.md (the facts above, with the Slurm/NCCL versions)",
 }
-
-_Reason = Callable[[str, NodeType], str]
-
-# What the fabric profile may set (slurmkit.nccl.fabric_env) -> why, for this node type.
-NCCL_REASONS: dict[str, _Reason] = {
-    "NCCL_SOCKET_IFNAME": lambda v, nt: (
-        f"NCCL's bootstrap (and, on TCP fabrics, its data) goes over `{v}`, the interface the site config names; "
-        "left to auto-detection NCCL may pick a docker or loopback interface."),
-    "NCCL_IB_HCA": lambda v, nt: (
-        "Exactly the compute HCAs of this node type. The leading `=` makes the list exact: without it "
-        "`mlx5_1` would also select `mlx5_10`..`mlx5_19`."
-        + (f" The storage HCAs ({', '.join(nt.storage_hcas)}) are left out so that NCCL traffic never shares "
-           "the storage network." if nt.storage_hcas else "")),
-    "NCCL_CROSS_NIC": lambda v, nt: (
-        "`0`: the fabric is rail-optimized (NIC *n* of every node on the same leaf switch), so a ring must stay "
-        "on one rail; NCCL's default (2) would let it cross rails." if v == "0" else
-        "`1`: all NICs reach one switch fabric (Slingshot), so crossing NICs costs nothing."),
-    "NCCL_IB_TIMEOUT": lambda v, nt: (
-        f"Set by the site for a large or lossy fabric. Each retry waits 4.096 us x 2^{v}; NCCL's default is "
-        f"{nccl.ib_timeout_default()} since NCCL 2.23 (18 in 2.14-2.22)."),
-    "NCCL_IB_SL": lambda v, nt: f"InfiniBand service level {v}, as the site's fabric is configured.",
-    "NCCL_IB_GID_INDEX": lambda v, nt: (
-        f"RoCE: the GID table entry ({v}) that holds the NIC's RoCE v2 address on this fabric, as the site "
-        "configured it; which entry that is depends on how the hosts' addresses are set up."),
-    "NCCL_IB_TC": lambda v, nt: (
-        f"RoCE: traffic class {v}, the QoS class the site's switches reserve for RDMA traffic (NCCL's default "
-        "is 0)."),
-    "NCCL_COLLNET_ENABLE": lambda v, nt: (
-        "The InfiniBand switches support SHARP and an aggregation manager runs, so NCCL may offload reductions "
-        "to the network (needs the SHARP plugin)."),
-    "NCCL_IB_DISABLE": lambda v, nt: "A TCP-only fabric: NCCL must not look for InfiniBand/RoCE devices.",
-    "NCCL_SOCKET_NTHREADS": lambda v, nt: (
-        f"TCP at {nt.fabric.speed_gbps} Gb/s: more socket threads (4) with 4 sockets each, the usual setting for "
-        "100G and faster TCP links, instead of NCCL's defaults."),
-    "NCCL_NSOCKS_PERTHREAD": lambda v, nt: "See NCCL_SOCKET_NTHREADS: sockets per thread on a fast TCP link.",
-    "NCCL_NET": lambda v, nt: "Slingshot: NCCL talks to the network through the AWS libfabric plugin.",
-    "NCCL_NET_GDR_LEVEL": lambda v, nt: "Slingshot with libfabric: GPUDirect RDMA up to the host bridge (PHB).",
-    "FI_PROVIDER": lambda v, nt: "Slingshot: libfabric's cxi provider.",
-}
-
 
 @dataclass
 class NcclSetting:
@@ -74,9 +34,8 @@ class NcclSetting:
 
 
 @dataclass
-class RecipePlan:
-    launcher: str
-    recipe: str
+class LauncherPlan:
+    launcher: Launcher
     sbatch: dict[str, str | None] = field(default_factory=dict)
     srun: list[str] = field(default_factory=list)
     error: str | None = None
@@ -87,7 +46,7 @@ class NodeTypeWhy:
     name: str
     node_type: NodeType
     partition: str
-    recipes: list[RecipePlan]
+    launchers: list[LauncherPlan]
     nccl: list[NcclSetting]
     naive: list[tuple[int, int, int]]  # (gpu, numa by "index / GPUs per socket", real numa)
     partial_example: tuple[list[int], int, str, str] | None  # (allocated GPUs, numa, cpus, hca) of rank 0
@@ -95,31 +54,28 @@ class NodeTypeWhy:
 
 
 def nccl_settings(nt: NodeType) -> list[NcclSetting]:
-    env = nccl.fabric_env(nt)
+    """Each variable the job scripts export for this node type, with the fabric profile's reason for it."""
+    rules = {rule.variable: rule for rule, _ in nccl.fabric_rules(nt)}
     out = []
-    for name, value in env.items():
+    for name, value in nccl.fabric_env(nt).items():
         if name in nt.fabric.nccl_env:
             out.append(NcclSetting(name, value, "Set by this site's admins (fabric.nccl_env in the site config).",
                                    from_site=True))
-            continue
-        reason = NCCL_REASONS.get(name)
-        if reason is None:
-            raise SlurmkitError(f"docs: no explanation for {name}, which slurmkit.nccl.fabric_env sets; add one "
-                                "to slurmkit/docs/why.py NCCL_REASONS")
-        out.append(NcclSetting(name, value, reason(value, nt)))
+        else:
+            out.append(NcclSetting(name, value, rules[name].reason(value, nt)))
     return out
 
 
-def _recipe(site: Site, partition: str, launcher: str, nt: NodeType) -> RecipePlan:
-    command = ["train.py"] if launcher == "torchrun" else ["./app"]
-    spec = JobSpec(name=f"{launcher}-example", launcher=launcher, nodes=1, command=command,
+def _launcher_plan(site: Site, partition: str, launcher: Launcher, nt: NodeType) -> LauncherPlan:
+    command = ["train.py"] if launcher.prepends_python else ["./app"]
+    spec = JobSpec(name=f"{launcher.name}-example", launcher=launcher.name, nodes=1, command=command,
                    partition=partition, gpus_per_node=nt.gpu.count)
     try:
         plan: Plan = make_plan(spec, site)
     except InputError as exc:
-        return RecipePlan(launcher, "", error=exc.format())
+        return LauncherPlan(launcher, error=exc.format())
     keep = ("nodes", "ntasks", "ntasks-per-node", "gpus-per-node", "cpus-per-task", "mem-per-gpu")
-    return RecipePlan(launcher, plan.recipe, {k: v for k, v in plan.sbatch.items() if k in keep}, plan.srun)
+    return LauncherPlan(launcher, {k: v for k, v in plan.sbatch.items() if k in keep}, plan.srun)
 
 
 def _naive(nt: NodeType) -> list[tuple[int, int, int]]:
@@ -156,7 +112,7 @@ def explain(site: Site, name: str) -> NodeTypeWhy:
         partial = (got, g0.numa, g0.cpus, g0.hca or "none")
     return NodeTypeWhy(
         name=name, node_type=nt, partition=partition,
-        recipes=[_recipe(site, partition, launcher, nt) for launcher in ("srun", "torchrun", "mpi")],
+        launchers=[_launcher_plan(site, partition, la, nt) for la in all_launchers() if la.distributed],
         nccl=nccl_settings(nt), naive=_naive(nt), partial_example=partial, notes=_notes(site, nt, partition))
 
 

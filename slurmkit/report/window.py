@@ -35,13 +35,6 @@ class Window:
         return f"{self.fmt(self.since)} to {self.fmt(self.until)} ({self.tz_name})"
 
 
-def clip_seconds(start: int | None, end: int | None, since: int, until: int) -> int:
-    """Seconds of [start, end) inside [since, until): a job across the window edge counts only its inside part."""
-    if start is None or end is None:
-        return 0
-    return max(0, min(end, until) - max(start, since))
-
-
 def resolve_tz(name: str | None) -> tuple[tzinfo, str]:
     """'UTC' (default), 'local' (this machine's zone) or an IANA name such as Europe/Berlin."""
     if not name or name.upper() == "UTC":

@@ -32,6 +32,7 @@ import hostlist
 
 from slurmkit.config.units import format_cpulist, format_mem, parse_cpulist
 from slurmkit.errors import InputError, Problem, SlurmkitError
+from slurmkit.nccl import FABRICS
 from slurmkit.site.model import NodeType
 from slurmkit.site.topology import parse_topo
 
@@ -455,10 +456,9 @@ def _fabric_kind(facts: Facts, compute: list[str], notes: list[str]) -> str:
     if not compute:
         notes.append("no GPU-near RDMA NIC: fabric tcp (NCCL over sockets); pass --fabric if that is wrong")
         return "tcp"
-    if layers == {"InfiniBand"}:
-        return "infiniband"
-    if layers == {"Ethernet"}:
-        return "roce"
+    for profile in FABRICS.values():
+        if profile.link_layer and layers == {profile.link_layer}:
+            return profile.kind
     notes.append("fabric kind guessed as infiniband (no /sys/class/infiniband link_layer); pass --fabric roce "
                  "for RoCE")
     return "infiniband"

@@ -1,7 +1,7 @@
 """`sk doctor`: what is wrong with this node, or with this rank inside a job, before NCCL says it cryptically.
 
 Each check reads what the machine and Slurm actually gave (environment, /proc, /sys, nvidia-smi, the NCCL
-library) and compares it with the site config and the facts in ../shared/notes/binding-and-nccl.md. A missing
+library) and compares it with the site config and the facts in docs/binding-and-nccl.md. A missing
 tool (no NVIDIA driver here) makes the checks that need it SKIP with the reason; the rest still run.
 
 Everything read is behind `Inputs` (environment, /proc and /sys roots, command outputs), so tests feed real
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from slurmkit.config.units import format_cpulist, parse_cpulist
-from slurmkit.nccl import lint_env
+from slurmkit.nccl import FABRICS, lint_env
 from slurmkit.site.discover import read_infiniband, run_command
 from slurmkit.site.model import NodeType, Site
 
@@ -139,23 +139,6 @@ def parse_status(text: str) -> dict[str, str]:
 def parse_numactl_show(text: str) -> dict[str, str]:
     """`numactl --show`: 'policy: bind', 'preferred node: 0', 'membind: 0 1'."""
     return {k.strip(): v.strip() for k, sep, v in (ln.partition(":") for ln in text.splitlines()) if sep}
-
-
-def parse_ibstatus(text: str) -> dict[tuple[str, str], dict[str, str]]:
-    """`ibstatus` (which prints the sysfs port files): {(hca, port): {state, phys_state, rate, link_layer}}."""
-    out: dict[tuple[str, str], dict[str, str]] = {}
-    cur: dict[str, str] | None = None
-    for ln in text.splitlines():
-        m = re.match(r"Infiniband device '(\S+)' port (\d+) status:", ln)
-        if m:
-            cur = out.setdefault((m.group(1), m.group(2)), {})
-            continue
-        k, sep, v = ln.partition(":")
-        if cur is not None and sep:
-            key = k.strip().replace(" ", "_")
-            if key in ("state", "phys_state", "rate", "link_layer"):
-                cur[key] = v.strip()
-    return out
 
 
 # ---- gathering ------------------------------------------------------------------------------------------
@@ -474,7 +457,7 @@ def check_hcas(inp: Inputs, nt: NodeType | None) -> Check:
     fabric = nt.fabric.kind if nt else None
     details: dict[str, Any] = {"hcas": hcas, "fabric": fabric}
     if hcas is None or not hcas:
-        if fabric in ("infiniband", "roce"):
+        if fabric is not None and FABRICS[fabric].needs_compute_hcas:
             return Check("hcas", FAIL, f"no RDMA devices ({inp.sys}/class/infiniband is absent or empty) but the "
                          f"site's fabric is {fabric}: NCCL falls back to TCP sockets (or fails on NCCL_IB_HCA)",
                          "check the node (ibv_devinfo, the mlx5_ib module); `sk site check` for the node type",
@@ -505,12 +488,11 @@ def check_hcas(inp: Inputs, nt: NodeType | None) -> Check:
                     problems.append((sev, f"{role} HCA {h} port {port} is {st} (phys {phys})",
                                      "check the cable/switch port; `ibstat`"))
                 layer = info.get("link_layer")
-                if role == "compute" and layer and fabric in ("infiniband", "roce"):
-                    want = "InfiniBand" if fabric == "infiniband" else "Ethernet"
-                    if layer != want:
-                        problems.append((WARN, f"{h} port {port} link layer is {layer}, the site says fabric "
-                                         f"{fabric}", "fix fabric.kind in the site config (RoCE needs "
-                                         "NCCL_IB_GID_INDEX)"))
+                want = FABRICS[fabric].link_layer if fabric else None
+                if role == "compute" and layer and want and layer != want:
+                    problems.append((WARN, f"{h} port {port} link layer is {layer}, the site says fabric "
+                                     f"{fabric}", "fix fabric.kind in the site config (RoCE needs "
+                                     "NCCL_IB_GID_INDEX)"))
     if problems:
         return _worst("hcas", problems, details)
     return Check("hcas", PASS, "compute HCAs " + ", ".join(f"{h} {'/'.join(summary[h].values())}"

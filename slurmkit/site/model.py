@@ -17,12 +17,13 @@ from slurmkit.config.source import Source, load
 from slurmkit.config.strict import Strict, validate
 from slurmkit.config.units import parse_cpulist, parse_mem_mib, parse_time_minutes
 from slurmkit.errors import SiteConfigError
+from slurmkit.nccl import FABRIC_KINDS, FABRICS
 from slurmkit.record import SOURCE_NAMES
 from slurmkit.site.lookup import find_site_file
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
-FabricKind = Literal["infiniband", "roce", "tcp", "slingshot"]
+FabricKind = Literal[FABRIC_KINDS]  # type: ignore[valid-type]  # the fabric profiles in slurmkit/nccl.py
 ContainerRuntime = Literal["pyxis", "apptainer", "none"]
 # The registered metric sources (slurmkit/record.py), "auto" meaning nvml.
 MetricSourceName = Literal[("auto", *SOURCE_NAMES)]  # type: ignore[valid-type]
@@ -114,7 +115,7 @@ class NodeType(NodeTypeMixin, Strict):
         both = set(self.compute_hcas) & set(self.storage_hcas)
         if both:
             raise ValueError(f"HCAs listed as both compute and storage: {sorted(both)}")
-        if self.fabric.kind in ("infiniband", "roce") and not self.compute_hcas:
+        if FABRICS[self.fabric.kind].needs_compute_hcas and not self.compute_hcas:
             raise ValueError(f"fabric {self.fabric.kind} needs compute_hcas")
         return self
 

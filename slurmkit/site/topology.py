@@ -59,9 +59,6 @@ class Topology:
     def nic_distance(self, gpu: int, nic: str) -> str:
         return self.gpu(gpu).links[self.nic_labels[nic]]
 
-    def gpu_link(self, a: int, b: int) -> str:
-        return self.gpu(a).links[f"GPU{b}"]
-
     def nvlink_kind(self) -> str:
         """The NV# between most GPU pairs (NV12 on DGX A100, NV18 on HGX H100); 'none' on PCIe-only boxes.
 

@@ -25,15 +25,7 @@ ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEM
          "DEADLINE", "REQUEUED", "REVOKED"}
 # 125_0 (array task), 131+1 (het job component), 129_[0-4] (an array's tasks that never started: one record).
 _JOBID = re.compile(r"^(\d+)(?:_(\d+)|\+(\d+)|_\[([^\]]*)\])?$")
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)$")
-_UNIT_S = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 JOB_ID_CHUNK = 200  # job ids per `sacct -j` call (keeps the command line short)
-
-
-def age_seconds(text: str) -> int | None:
-    """Seconds in an age like `2d`, `36h`, `90m`, `1w`; None when `text` is not one."""
-    m = _DURATION.match(str(text).strip().lower())
-    return int(float(m.group(1)) * _UNIT_S[m.group(2)]) if m else None
 
 
 def _slurm_time(epoch: int) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import as_user
+from tests.conftest import as_user, running_slurm_version
 
 pytestmark = pytest.mark.integration
 
@@ -64,10 +64,14 @@ def test_concurrent_two_gpu_jobs_on_one_node_get_different_gpus(devcluster):
 
 
 def test_rest_ping_as_alice(devcluster):
+    # The newest API each Slurm serves: 22.05 openapi/v0.0.38 ("ping": "UP"), 25.11 data_parser v0.0.44
+    # ("pinged": "UP", "responding": true).
+    old = (running_slurm_version() or (25, 11, 0)) < (23, 0, 0)
     res = as_user("alice", ["curl", "-sf", "--unix-socket", str(devcluster / "rest.sock"),
-                            "http://localhost/slurm/v0.0.38/ping"], timeout=30)
+                            f"http://localhost/slurm/{'v0.0.38' if old else 'v0.0.44'}/ping"], timeout=30)
     assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout)["pings"][0]["ping"] == "UP"
+    ping = json.loads(res.stdout)["pings"][0]
+    assert (ping["ping"] == "UP") if old else (ping["pinged"] == "UP" and ping["responding"] is True), ping
 
 
 def test_up_is_idempotent_on_running_cluster(devcluster, repo_root):

@@ -1,7 +1,8 @@
 """Re-record the slurmrest fixtures from the devcluster (run as alice, see README.md in this directory).
 
 Every exchange goes through slurmkit's own RestBackend (its trace hook), so the recorded requests are exactly what
-the backend sends. Jobs are named be-rec-*; each one is cancelled before the script ends.
+the backend sends, in the API version it negotiates with the daemon (v0.0.38 on 22.05, v0.0.44 on 25.11). Jobs are
+named be-rec-*; each one is cancelled before the script ends.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ URL = sys.argv[1] if len(sys.argv) > 1 else "unix:/run/slurmkit-devcluster/rest-
 WORKDIR = sys.argv[2] if len(sys.argv) > 2 else "/tmp"
 OUT = Path(sys.argv[3]) if len(sys.argv) > 3 else HERE  # alice cannot write into the repository
 last: list[Exchange] = []
-be = RestBackend(URL, trace=last.append)
+be = RestBackend(URL, trace=last.append, remember=False)
+V = be.detect_version()
+be.version = V
 
 
 def save(name: str, ex: Exchange, *, request: bool = True) -> None:
@@ -75,17 +78,27 @@ try:
 except SlurmkitError:
     save("submit-invalid-account", last[-1])
 
-# The B: signal prefix (slurmkit's preemption trap) as the backend would send it without its guard.
 sig = request("be-rec-signal", {"signal": "USR1@60"})
-body = submission_body(sig, submit_environment(sig))
-body["job"]["signal"] = "B:USR1@60"
-be.request("POST", "/slurm/v0.0.38/job/submit", body)
-save("submit-signal-batch", last[-1])
+body = submission_body(sig, submit_environment(sig), V)
+if V == "v0.0.38":
+    # The B: signal prefix (slurmkit's preemption trap) as the backend would send it without its guard.
+    body["job"]["signal"] = "B:USR1@60"
+    be.request("POST", f"/slurm/{V}/job/submit", body)
+    save("submit-signal-batch", last[-1])
+else:
+    # A signal name slurmrestd cannot read, sent raw: the job is created anyway, with an `errors` entry.
+    body["job"]["kill_warning_signal"] = "NOPE"
+    be.request("POST", f"/slurm/{V}/job/submit", body)
+    save("submit-signal-unknown", last[-1])
+    be.request("DELETE", f"/slurm/{V}/job/{last[-1].response['job_id']}")
+    # DELETE of a job that has already ended (cancel() asks first, so sent raw): 200 with status[].error.
+    be.request("DELETE", f"/slurm/{V}/job/{job_id}")
+    save("cancel-ended", last[-1])
 
 # cancel() asks first and never sends a DELETE for a job Slurm does not know: send it raw.
-be.request("DELETE", "/slurm/v0.0.38/job/999999")
+be.request("DELETE", f"/slurm/{V}/job/999999")
 save("cancel-unknown", last[-1])
 
-be.request("GET", "/slurm/v0.0.41/ping")
+be.request("GET", "/slurm/v0.0.39/ping")  # served by neither 22.05 nor 25.11
 save("unsupported-version-ping", last[-1])
 print("recorded into", OUT)
