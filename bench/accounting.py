@@ -7,7 +7,7 @@ the console script, `python -c pass` and `python -S -E -c pass` (what the wrappe
 interleaved run by run, so load from other work on the machine hits them alike. Goal: wrapper p50 <= 50 ms.
 
 Ingest: N spooled records (a real hook record under made-up job ids) into a fresh SQLite store with
-`slurmkit.store.ingest.ingest`, vs reading and parsing the same files alone and vs inserting the same rows
+`slurmkit.accounting.ingest.ingest`, vs reading and parsing the same files alone and vs inserting the same rows
 with executemany alone (the two halves of the work). Medians of repeated runs. Goal: >= 5,000 records/s.
 
     .venv/bin/python bench/accounting.py [--runs 101] [--records 20000] [--repeats 5]
@@ -30,8 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from slurmkit.accounting.ingest import ingest  # noqa: E402
+from slurmkit.record import JOB_COLUMNS  # noqa: E402
 from slurmkit.store.db import open_store  # noqa: E402
-from slurmkit.store.ingest import JOB_COLUMNS, ingest  # noqa: E402
 from tests.integration import accounting as acct  # noqa: E402
 
 PY = sys.executable
@@ -106,10 +107,9 @@ def bench_ingest(n: int, repeats: int) -> dict[str, list[float]]:
             store = open_store(str(store_path))
             rows = [tuple(r.get(c) for c in JOB_COLUMNS) for r in recs]
             t = time.perf_counter()
-            store.conn.execute("BEGIN IMMEDIATE")
-            store.conn.executemany(f"INSERT INTO jobs ({', '.join(JOB_COLUMNS)}) VALUES "
-                                   f"({', '.join('?' for _ in JOB_COLUMNS)})", rows)
-            store.conn.execute("COMMIT")
+            with store.transaction() as cur:
+                cur.executemany(f"INSERT INTO jobs ({', '.join(JOB_COLUMNS)}) VALUES "
+                                f"({', '.join('?' for _ in JOB_COLUMNS)})", rows)
             rates["executemany rows only"].append(n / (time.perf_counter() - t))
             store.close()
             with open_store(str(Path(tmp) / "store.db")) as store:

@@ -31,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from slurmkit.record import SOURCE_NAMES  # noqa: E402
+
 SINCE, UNTIL = "2025-12-01", "2026-12-01"  # synth.py's year: 12 months
 GOALS_S = {1_000_000: 2.0, 10_000_000: 20.0}
 GOAL_RSS_MIB = 2048
@@ -39,7 +41,7 @@ GOAL_RSS_MIB = 2048
 NAIVE_AS_LIMIT = 14 * 2**30
 FIGURES = ["jobs", "gpu_hours", "gpu_hours_measured", "gpu_hours_used", "gpu_hours_wasted", "idle_gpus_in_multi",
            "idle_gpu_hours_in_multi", "jobs_no_metrics", "wait_s_sum", "wait_n", "wait_s_max",
-           "n_nvml", "n_dcgm", "n_slurm", "n_simulated"]
+           *(f"n_{s}" for s in SOURCE_NAMES)]
 
 
 def cached_store(n_jobs: int, seed: int = 1) -> Path:
@@ -78,11 +80,11 @@ def cached_pg(n_jobs: int, pg_url: str) -> str:
         print(f"copying {db.name} into PostgreSQL schema {schema} (kept for later runs) ...", flush=True)
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         conn.execute(f'CREATE SCHEMA "{schema}"')
-    with open_store(url) as store:  # the real migrations (whose backfill found no jobs yet: the copy brings it)
-        store.execute("DELETE FROM rollup_buckets")
-        store.conn.commit()
+    # the real migrations (whose backfill found no jobs yet: the copy brings the buckets)
+    with open_store(url) as store, store.transaction() as cur:
+        cur.execute("DELETE FROM rollup_buckets")
     t0 = time.perf_counter()
-    for table in ("jobs", "job_gpus", "rollup_buckets", "usage_rollup"):
+    for table in ("jobs", "job_gpus", "rollup_buckets", "usage_rollup", "usage_rollup_sources"):
         info = subprocess.run(["sqlite3", str(db), f"PRAGMA table_info({table})"], check=True,
                               capture_output=True, text=True).stdout
         cols = [line.split("|")[1] for line in info.splitlines()]
@@ -122,9 +124,8 @@ def child_naive(db: str, out: str) -> None:
     import numpy as np
     import pandas as pd
 
+    from slurmkit.record import IDLE_UTIL_PCT
     from slurmkit.report.build import derive
-    from slurmkit.report.figures import IDLE_UTIL_PCT
-    from slurmkit.report.query import SOURCES
     from slurmkit.report.window import parse_window, periods
 
     window = parse_window(SINCE, UNTIL)
@@ -135,9 +136,9 @@ def child_naive(db: str, out: str) -> None:
     key = ["cluster", "job_id", "run"]
     gpus = gpus[gpus["util_mean"].notna()]
     gpus = gpus.assign(idle=gpus["idle_fraction"].fillna(0.0), is_idle=(gpus["util_mean"] < IDLE_UTIL_PCT),
-                       **{f"n_{s}": gpus["source"] == s for s in SOURCES})
+                       **{f"n_{s}": gpus["source"] == s for s in SOURCE_NAMES})
     g = gpus.groupby(key).agg(n_gpu=("util_mean", "size"), util_sum=("util_mean", "sum"), idle_sum=("idle", "sum"),
-                              n_idle=("is_idle", "sum"), **{f"n_{s}": (f"n_{s}", "sum") for s in SOURCES})
+                              n_idle=("is_idle", "sum"), **{f"n_{s}": (f"n_{s}", "sum") for s in SOURCE_NAMES})
     j = jobs[(jobs["gpus"] > 0) & jobs["start_time"].notna() & jobs["end_time"].notna()
              & (jobs["start_time"] < window.until) & (jobs["end_time"] > window.since)]
     j = j.merge(g, left_on=key, right_index=True, how="left")
@@ -159,7 +160,7 @@ def child_naive(db: str, out: str) -> None:
             "idle_gpus_in_multi": first * x["idle_multi"], "idle_gpu_hours_in_multi": x["idle_multi"] * s / 3600,
             "jobs_no_metrics": first * x["no_metrics"], "wait_s_sum": first * x["wait_s"],
             "wait_n": first * x["wait_s"].notna(), "wait_s_max": x["wait_s"].where(first == 1),
-            **{f"n_{s_}": first * x[f"n_{s_}"].fillna(0) for s_ in SOURCES}}))
+            **{f"n_{s_}": first * x[f"n_{s_}"].fillna(0) for s_ in SOURCE_NAMES}}))
     agg = {c: "sum" for c in FIGURES}
     agg["wait_s_max"] = "max"
     table = pd.concat(parts).groupby(["user", "period"], as_index=False).agg(agg)

@@ -103,10 +103,10 @@ class Job:
 
     def report(self, db: str | None = None) -> list[dict[str, Any]]:
         """`sk report job`: each run's GPUs and verdict from the accounting store, as the CLI's --json prints."""
-        from slurmkit.cli.report import _open
         from slurmkit.report import job as jobreport
+        from slurmkit.report.access import open_for_reports
 
-        store, scope, _ = _open(db, None)
+        store, scope, _ = open_for_reports(db, None)
         with store:
             return jobreport.as_dict(jobreport.load_job(store, self.id, scope))
 
@@ -121,6 +121,6 @@ def submit(spec: str | Path | Sequence[str | Path], *, site: str | Path | None =
 
     sets = [f"{k}={v}" for k, v in overrides.items()] if isinstance(overrides, Mapping) else list(overrides)
     paths = [str(spec)] if isinstance(spec, (str, Path)) else [str(s) for s in spec]
-    results = submit_specs(paths, str(site) if site else None, sets, backend)
-    jobs = [Job(str(r["job_id"]), r["_backend"], r["name"], r["cluster"], r["file"]) for r in results]
+    results, be = submit_specs(paths, str(site) if site else None, sets, backend)
+    jobs = [Job(str(r["job_id"]), be, r["name"], r["cluster"], r["file"]) for r in results]
     return jobs[0] if isinstance(spec, (str, Path)) else jobs

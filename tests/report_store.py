@@ -1,26 +1,36 @@
-"""The one shared helper for report tests: build a store with open_store() and insert rows with plain SQL."""
+"""The one shared helper for report tests: build a store with open_store(), write job rows as ingest does (a job
+record through slurmkit/store/jobs.py, node_type from the devcluster site's partition map) and GPU rows with plain
+SQL."""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
+from slurmkit.record import JOB_COLUMNS
+from slurmkit.site.model import load_site, partition_node_types
+from slurmkit.store import jobs
 from slurmkit.store.db import open_store
 
 T0 = int(datetime(2026, 11, 1, tzinfo=timezone.utc).timestamp())  # 2026-11-01 00:00 UTC
 H = 3600
+# The devcluster site's partition -> node type map (gpu -> devnode), what `sk admin ingest` names node_type with.
+NODE_TYPES = partition_node_types(load_site(Path(__file__).resolve().parents[1] / "site_config" / "devcluster.yaml"))
 
 
 def add_job(store, job_id, *, user, account="phys", partition="gpu", gpus=1, start, end, submit=None, run=0,
-            gpu_types="a100", node_type="devnode", array=None, cluster="dev"):
-    store.execute(
-        "INSERT INTO jobs (cluster, job_id, run, array_job_id, array_task_id, job_name, user_name, account, "
-        "partition, qos, state, submit_time, start_time, end_time, elapsed_s, nodes, node_count, gpus, gpu_types, "
-        "node_type, source) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (cluster, job_id, run, array[0] if array else None, array[1] if array else None, f"job{job_id}", user,
-         account, partition, "normal", "COMPLETED", submit if submit is not None else start, start, end,
-         end - start, "gpu01", 1, gpus, gpu_types, node_type, "jobcomp"))
+            gpu_types="a100", array=None, cluster="dev"):
+    """One job run, as the jobcomp hook records it (no node_type: ingest names it from the partition)."""
+    rec = {"version": 1, "kind": "job", "cluster": cluster, "job_id": job_id, "run": run,
+           "array_job_id": array[0] if array else None, "array_task_id": array[1] if array else None,
+           "job_name": f"job{job_id}", "user_name": user, "account": account, "partition": partition,
+           "qos": "normal", "state": "COMPLETED", "submit_time": submit if submit is not None else start,
+           "start_time": start, "end_time": end, "elapsed_s": end - start, "nodes": "gpu01", "node_count": 1,
+           "gpus": gpus, "gpu_types": gpu_types, "source": "jobcomp"}
+    store.execute(f"INSERT INTO jobs ({', '.join(JOB_COLUMNS)}) VALUES ({', '.join('?' for _ in JOB_COLUMNS)})",
+                  jobs.row(rec, NODE_TYPES))
 
 
 def add_gpus(store, job_id, utils, *, idle=None, run=0, source="simulated", cluster="dev", node="gpu01"):

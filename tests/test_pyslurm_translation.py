@@ -53,3 +53,23 @@ def test_an_option_without_an_attribute_or_a_bad_signal_is_a_located_error():
 def test_series():
     assert _series("slurm 25.11.7") == _series("25.11.2") == (25, 11)
     assert _series("24.5.1") == (24, 5)
+
+
+def test_detect_never_imports_a_pyslurm_of_another_slurm_series():
+    """libslurm exits the importing process on a config of another release (CI died that way on 22.05)."""
+    from slurmkit.backends.pyslurm import detect
+
+    imported: list[str] = []
+
+    def must_not_import(name):
+        imported.append(name)
+        raise SystemExit(1)
+
+    d = detect(find_spec=lambda name: object(), import_module=must_not_import,
+               installed_version=lambda name: "25.11.2", slurm_version=lambda: "slurm-wlm 22.05.8")
+    assert not d.usable and imported == []
+    assert "built for Slurm 25.11" in d.reason and "22.05.8" in d.reason
+
+    d = detect(find_spec=lambda name: object(), import_module=lambda name: imported.append(name),
+               installed_version=lambda name: "25.11.2", slurm_version=lambda: "slurm 25.11.7")
+    assert d.usable and imported == ["pyslurm"]

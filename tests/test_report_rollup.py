@@ -12,21 +12,23 @@ from test_reconcile import put as put_jobs
 from test_sampler_ingest import gpus_rec
 
 from slurmkit.accounting import reconcile, spool
+from slurmkit.accounting.ingest import ingest
 from slurmkit.report import query
 from slurmkit.report.build import build
-from slurmkit.report.query import Scope, aggregate_sql, run_aggregate
+from slurmkit.report.query import Scope, run_aggregate
 from slurmkit.report.window import parse_window, periods
 from slurmkit.store import gpus as store_gpus
 from slurmkit.store import rollup
 from slurmkit.store.db import open_store
-from slurmkit.store.ingest import ingest
 
 D = 86400
 
 
-def rollup_rows(store) -> list[tuple]:
-    cols = ", ".join(["lo", "hi", *rollup.KEY_COLUMNS, *rollup.SUM_COLUMNS])
-    rows = store.execute(f"SELECT {cols} FROM usage_rollup").fetchall()
+def rollup_rows(store, table: str = "usage_rollup") -> list[tuple]:
+    """The rows of a rollup table: usage_rollup (figures) or usage_rollup_sources (GPU records per source)."""
+    values = rollup.SUM_COLUMNS if table == "usage_rollup" else ("source", "gpu_records")
+    cols = ", ".join(["lo", "hi", *rollup.KEY_COLUMNS, *values])
+    rows = store.execute(f"SELECT {cols} FROM {table}").fetchall()
     return sorted((tuple(round(v, 6) if isinstance(v, float) else v for v in r) for r in rows), key=repr)
 
 
@@ -37,14 +39,14 @@ def stale_buckets(store) -> int:
 def assert_current(store) -> None:
     """No stale bucket, and the rollup equals one recomputed from scratch out of jobs and job_gpus."""
     assert stale_buckets(store) == 0
-    kept = rollup_rows(store)
+    tables = ("usage_rollup", rollup.SOURCES_TABLE)
+    kept = [rollup_rows(store, t) for t in tables]
     rollup.rebuild(store)
-    assert kept == rollup_rows(store)
+    assert kept == [rollup_rows(store, t) for t in tables]
 
 
-def full_query(store, window, keys, period, scope):
-    sql, params = aggregate_sql(window, keys, period, scope, dialect=store.dialect)
-    return query._frame(store, sql, params)
+def full_query(store, window, keys, period, scope, idle_pct=5.0):
+    return run_aggregate(store, window, keys, period, scope, idle_pct, every_run=True)
 
 
 WINDOWS = [("2026-11-01", "2026-11-02", None, "UTC"), ("2026-10-01", "2026-12-01", "day", "UTC"),
@@ -137,9 +139,9 @@ def test_another_idle_threshold_is_not_read_from_the_rollup(tmp_path):
         w = parse_window("2026-10-01", "2026-12-01")
         assert query._rollup_buckets(s, w, 5.0) is not None
         for pct in (1.5, 60.0):
-            sql, params = aggregate_sql(w, ["user"], "day", Scope(), pct)
             pd.testing.assert_frame_equal(run_aggregate(s, w, ["user"], "day", Scope(), pct),
-                                          query._frame(s, sql, params), check_dtype=False, rtol=1e-12)
+                                          full_query(s, w, ["user"], "day", Scope(), pct), check_dtype=False,
+                                          rtol=1e-12)
 
 
 def job_rec(job_id: int, start: int, end: int, *, user: str = "alice", gpus: int = 2, run: int = 0) -> dict:

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit.accounting.sacct import FIELDS
 from slurmkit.errors import InputError
 from slurmkit.report.build import build
 from slurmkit.report.formats import as_dict, render_text
 from slurmkit.report.query import Scope
 from slurmkit.report.sacct_source import memory_store, open_sacct, records
 from slurmkit.report.window import Window
+from slurmkit.slurm.sacct import FIELDS
 
 DATA = Path(__file__).parent / "data" / "accounting" / "sacct-report-allocations.txt"
 T = 1796283862  # Submit/Start of most recorded jobs (2026-12-03 07:44:22 UTC)
@@ -140,7 +140,7 @@ def test_sacct_window_is_the_report_window():
 
 
 def test_node_type_from_the_site_partitions():
-    store = memory_store(records(recorded_rows(), Scope(), {"gpu": "devnode"}))
+    store = memory_store(records(recorded_rows(), Scope()), {"gpu": "devnode"})
     rep = build("usage", store, window(), ["node_type"], None, Scope(), source="sacct")
     assert list(rep.table["node_type"]) == ["devnode"]
 

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit.accounting import hooks, record, sacct
+from slurmkit.accounting import hooks, sacct
+from slurmkit.config import when
 from slurmkit.errors import BackendError, InputError
-from slurmkit.slurm import scontrol
+from slurmkit.slurm import fields, scontrol
+from slurmkit.slurm import sacct as sacct_cmd
 
 DATA = Path(__file__).parent / "data" / "accounting"
 
@@ -29,7 +31,7 @@ def _utc(monkeypatch):
 
 
 def rows(name: str = "sacct-kinds.txt") -> list[dict[str, str]]:
-    return sacct.parse((DATA / name).read_text())
+    return sacct_cmd.parse((DATA / name).read_text())
 
 
 def records(name: str = "sacct-kinds.txt") -> dict[tuple[int, int], dict]:
@@ -91,29 +93,29 @@ def test_iso_times_read_like_epoch_times():
 
 
 def test_typed_gpu_entries_count_when_the_untyped_total_is_absent():
-    assert record.parse_gpu_tres("cpu=8,gres/gpu:a100=4,gres/gpu:v100=2") == (6, ["a100", "v100"])
-    assert record.parse_gpu_tres("cpu=8,gres/gpu=4,gres/gpu:a100=4") == (4, ["a100"])
-    assert record.parse_gpu_tres("") == (0, [])
+    assert fields.parse_gpu_tres("cpu=8,gres/gpu:a100=4,gres/gpu:v100=2") == (6, ["a100", "v100"])
+    assert fields.parse_gpu_tres("cpu=8,gres/gpu=4,gres/gpu:a100=4") == (4, ["a100"])
+    assert fields.parse_gpu_tres("") == (0, [])
 
 
 def test_job_name_with_the_delimiter_stays_whole():
     line = (DATA / "sacct-kinds.txt").read_text().splitlines()[0] + "|with|pipes"
-    assert sacct.parse(line)[0]["JobName"] == "acct-rq-probe|with|pipes"
+    assert sacct_cmd.parse(line)[0]["JobName"] == "acct-rq-probe|with|pipes"
 
 
 def test_short_line_is_an_error_that_shows_it():
     with pytest.raises(BackendError, match=r"unexpected sacct line \(3 fields, expected 20\): '1\|2\|3'"):
-        sacct.parse("1|2|3\n")
+        sacct_cmd.parse("1|2|3\n")
 
 
 def test_window_command_asks_for_runs_that_ended_in_it():
-    cmd = sacct.sacct_command(since=1796283710, until=1796283750, states=sacct.ENDED, cluster="devcluster")
+    cmd = sacct_cmd.sacct_command(since=1796283710, until=1796283750, states=sacct_cmd.ENDED, cluster="devcluster")
     assert cmd[:5] == ["sacct", "--duplicates", "--allocations", "-P", "-n"]
     assert cmd[cmd.index("-S") + 1] == "2026-12-03T07:41:50" and cmd[cmd.index("-E") + 1] == "2026-12-03T07:42:30"
     assert "REQUEUED" in cmd[cmd.index("-s") + 1].split(",") and "-a" in cmd and cmd[-2:] == ["-M", "devcluster"]
     with pytest.raises(ValueError, match="-E"):
-        sacct.sacct_command(since=1796283710, states=sacct.ENDED)
-    assert sacct.sacct_command(job_ids=[119, 124], users=["alice"])[-4:] == ["-j", "119,124", "-u", "alice"]
+        sacct_cmd.sacct_command(since=1796283710, states=sacct_cmd.ENDED)
+    assert sacct_cmd.sacct_command(job_ids=[119, 124], users=["alice"])[-4:] == ["-j", "119,124", "-u", "alice"]
 
 
 def test_fetch_numbers_runs_that_the_window_hides():
@@ -157,7 +159,8 @@ def test_times():
     with pytest.raises(InputError) as err:
         sacct.to_epoch("next tuesday", what="--since")
     assert "--since: cannot read 'next tuesday' as a time" in err.value.format()
-    assert sacct.age_seconds("1w") == 604800 and sacct.age_seconds("2026-01-01") is None
+    assert when.span_seconds("1w") == 604800 and when.span_seconds("2026-01-01") is None
+    assert when.span_seconds("1.5h") == 5400 and sacct.to_epoch("1.5h", now=now) == now - 5400
 
 
 def test_hook_and_sacct_describe_a_requeued_job_the_same_way():

@@ -16,7 +16,7 @@ import pytest
 from slurmkit.accounting import admin_comment, gpusummary, hooks, sampler, transport
 from slurmkit.accounting.metrics import SourceUnavailable
 from slurmkit.accounting.metrics.simulated import SimulatedSource, gpu_seed, profile_of, read_trace
-from slurmkit.report.figures import IDLE_UTIL_PCT
+from slurmkit.record import IDLE_UTIL_PCT
 
 ROOT = Path(__file__).resolve().parents[1]
 

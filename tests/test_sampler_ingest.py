@@ -10,9 +10,9 @@ from urllib.parse import quote
 import pytest
 
 from slurmkit.accounting import admin_comment, gpusummary, spool
+from slurmkit.accounting.ingest import ingest
 from slurmkit.store import gpus as store_gpus
 from slurmkit.store.db import open_store
-from slurmkit.store.ingest import ingest
 
 
 def job_rec(job_id: int, run: int = 0) -> dict:
@@ -162,8 +162,8 @@ def test_admin_comment_segments_upsert_like_spool_files(tmp_path):
 def test_flags_column_comes_from_migration_0002(tmp_path):
     store = open_store(str(tmp_path / "a.db"))
     assert store.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] >= 2
-    cols = [r[1] for r in store.execute("PRAGMA table_info(job_gpus)").fetchall()]
-    assert cols[-1] == "flags"
+    cols = {r[1]: r[2] for r in store.execute("PRAGMA table_info(job_gpus)").fetchall()}
+    assert cols["flags"] == "TEXT"
 
 
 @pytest.mark.postgres

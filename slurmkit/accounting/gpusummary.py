@@ -1,6 +1,6 @@
 """Per-GPU summary of a job's readings on one node, and the node record ("gpus", versioned) that carries it.
 
-Definitions (also the store's, see migrations 0001/0002):
+The record's fields are slurmkit/record.py's (GPUS_KIND, GPU_FIELDS). Definitions (also the store's):
 * each reading stands for the time since the previous one (the first for one interval), so util_mean and
   idle_fraction are time-weighted; a final reading taken at the job's end weighs only its short gap;
 * idle_fraction: share of that time with utilization below IDLE_UTIL_PCT (the reports' idle threshold);
@@ -15,12 +15,10 @@ from __future__ import annotations
 import time
 from itertools import pairwise
 
-from slurmkit.report.figures import IDLE_UTIL_PCT
+from slurmkit.record import GPU_FIELDS, GPUS_KIND, GPUS_VERSION, IDLE_UTIL_PCT
 
-GPUS_VERSION = 1
-KIND = "gpus"
-GPU_FIELDS = ("index", "uuid", "pci_bus_id", "model", "util_mean", "util_max", "idle_fraction", "mem_max_mib",
-              "mem_total_mib", "energy_j", "power_max_w", "samples")
+# What the sampler's meta.json says about each GPU (slurmkit/accounting/metrics Gpu), copied into its summary.
+IDENTITY = ("index", "uuid", "pci_bus_id", "model", "mem_total_mib")
 
 
 def _weights(times: list[float], interval_s: float) -> list[float]:
@@ -66,7 +64,7 @@ def summarize(meta: dict, lines: list[dict], idle_pct: float = IDLE_UTIL_PCT) ->
             if i < len(g) and isinstance(g[i], list) and len(g[i]) == 4 and any(v is not None for v in g[i]):
                 points.append((float(line["t"]), g[i]))
         s = summarize_gpu(points, float(meta["interval_s"]), idle_pct)
-        out.append({**{k: gpu.get(k) for k in ("index", "uuid", "pci_bus_id", "model", "mem_total_mib")}, **s})
+        out.append({**{k: gpu.get(k) for k in IDENTITY}, **s})
     return out
 
 
@@ -75,29 +73,13 @@ def node_record(*, cluster: str, job_id: int, run: int, node: str, source: str, 
                 ended: float | None = None) -> dict:
     """The node summary record delivered by the epilog (spool file or AdminComment segment); `ended` defaults to
     now (the epilog runs as the job ends)."""
-    return {"kind": KIND, "version": GPUS_VERSION, "cluster": cluster, "job_id": job_id, "run": run,
+    return {"kind": GPUS_KIND, "version": GPUS_VERSION, "cluster": cluster, "job_id": job_id, "run": run,
             "node": node, "source": source, "interval_s": interval_s, "idle_threshold_pct": IDLE_UTIL_PCT,
             "started": _r(started), "ended": round(time.time() if ended is None else ended, 3),
             "flags": ",".join(flags) or None,
-            "note": note, "gpus": [{k: g.get(k) for k in GPU_FIELDS} for g in gpus]}
+            "note": note, "gpus": [{f.name: g.get(f.name) for f in GPU_FIELDS} for g in gpus]}
 
 
 def empty_gpus(indices: list[int]) -> list[dict]:
     """GPU entries without metrics (no sampler state): the allocation is still recorded, flagged."""
     return [{"index": i, "samples": 0} for i in indices]
-
-
-def validate(rec: dict) -> str | None:
-    """Why a "gpus" record cannot be ingested, or None."""
-    if rec.get("version") != GPUS_VERSION:
-        return f"unknown gpus record version {rec.get('version')!r} (this slurmkit reads {GPUS_VERSION})"
-    for key in ("cluster", "node", "source"):
-        if not isinstance(rec.get(key), str) or not rec[key]:
-            return f"missing {key}"
-    for key in ("job_id", "run"):
-        if not isinstance(rec.get(key), int) or isinstance(rec.get(key), bool):
-            return f"{key} is not an integer: {rec.get(key)!r}"
-    gpus = rec.get("gpus")
-    if not isinstance(gpus, list) or not all(isinstance(g, dict) and isinstance(g.get("index"), int) for g in gpus):
-        return "gpus is not a list of objects with an integer index"
-    return None

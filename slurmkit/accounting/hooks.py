@@ -14,8 +14,9 @@ import os
 import sys
 import time
 
-from slurmkit.accounting import record, spool
-from slurmkit.slurm import scontrol
+from slurmkit import record
+from slurmkit.accounting import spool
+from slurmkit.slurm import fields, scontrol
 
 TYPE_CHECKING = False  # typing's constant without importing typing (~5 ms of every hook)
 if TYPE_CHECKING:
@@ -67,20 +68,20 @@ def jobcomp_record(env: dict[str, str], show: dict[str, str] | None) -> dict:
     state = env.get("JOBSTATE")
     requeued = state in _REQUEUED
     array_task = _int(env.get("ARRAYTASKID"))
-    if array_task == record.NOT_ARRAY:
+    if array_task == fields.NOT_ARRAY:
         array_task = None
     # ARRAYJOBID is 0 for a job that is not an array; the record of an array's never-started tasks has the
     # array id and no task id (sacct shows it as 129_[0-4]).
     array_job = _int(env.get("ARRAYJOBID")) or None
     started = bool(env.get("NODES"))
     rec = {
-        "version": record.RECORD_VERSION, "kind": "job",
+        "version": record.JOB_VERSION, "kind": record.JOB_KIND,
         "cluster": env.get("CLUSTER", ""), "job_id": _int(env.get("JOBID")),
         "array_job_id": array_job, "array_task_id": array_task,
         "het_job_id": _int(env.get("HETJOBID")), "het_job_offset": _int(env.get("HETJOBOFFSET")),
         "job_name": env.get("JOBNAME"), "user_name": env.get("USERNAME"), "uid": _int(env.get("UID")),
         "account": env.get("ACCOUNT"), "partition": env.get("PARTITION"), "qos": env.get("QOS"),
-        "state": "REQUEUED" if requeued else state, "exit_code": record.exit_code(env.get("EXITCODE")),
+        "state": "REQUEUED" if requeued else state, "exit_code": fields.exit_code(env.get("EXITCODE")),
         "submit_time": _int(env.get("SUBMIT")), "start_time": _int(env.get("START")) if started else None,
         "end_time": _int(env.get("END")), "nodes": env.get("NODES") or None,
         "node_count": _int(env.get("NODECNT")) if started else 0, "cpus": _int(env.get("PROCS")) if started else 0,
@@ -92,7 +93,7 @@ def jobcomp_record(env: dict[str, str], show: dict[str, str] | None) -> dict:
             # (src/scontrol/info_job.c), and no TRES=.
             alloc = show.get("AllocTRES") or show.get("TRES") or ""
             rec["tres"] = alloc or None
-            rec["gpus"], types = record.parse_gpu_tres(alloc)
+            rec["gpus"], types = fields.parse_gpu_tres(alloc)
             rec["gpu_types"] = ",".join(types) or None
         restarts = _int(show.get("Restarts")) or 0
         rec["run"] = max(0, restarts - 1) if requeued else restarts

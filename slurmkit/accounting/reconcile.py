@@ -33,15 +33,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from slurmkit import record
 from slurmkit.accounting import sacct
-from slurmkit.store import rollup
+from slurmkit.record import JOB_COLUMNS
+from slurmkit.slurm import sacct as sacct_cmd
+from slurmkit.store import jobs, rollup
 from slurmkit.store.db import Store
-from slurmkit.store.ingest import JOB_COLUMNS
 
-KEY = ("cluster", "job_id", "run")
+KEY = record.JOB_KEY
 # Columns sacct can tell; the key, provenance and bookkeeping columns are not compared.
 DATA_COLUMNS = tuple(c for c in JOB_COLUMNS if c not in (*KEY, "source", "flags", "ingested_at"))
 ALLOCATION = ("gpus", "gpu_types", "tres", "nodes", "node_count", "cpus")
+SITE_COLUMNS = ("node_type",)  # named by the site config, not by sacct: never emptied when no site config was read
 INCOMPLETE = ("no-scontrol", "run-uncertain")  # hook flags that reconcile resolves from sacct
 JOB_ID_CHUNK = 500
 DAY = 86400
@@ -113,12 +116,13 @@ def _update(row: dict, rec: dict, mode: str) -> Change | None:
     """The content change (if any) that reconcile makes to `row`, which describes sacct's run `rec`."""
     flags = [f for f in (row["flags"] or "").split(",") if f]
     if row["source"] in ("reconcile", "sacct-import"):
-        values = {c: rec[c] for c in DATA_COLUMNS if row[c] != rec[c]}
+        values = {c: rec[c] for c in DATA_COLUMNS if row[c] != rec[c]
+                  and not (c in SITE_COLUMNS and rec[c] is None)}
         action, detail = "refresh", "sacct changed: " + ", ".join(sorted(values))
     else:
         values = {c: rec[c] for c in DATA_COLUMNS if row[c] is None and rec[c] is not None}
         action, detail = "fill", "empty columns from sacct: " + ", ".join(sorted(values))
-        if row["state"] not in sacct.ENDED:  # hooks before the requeue fix wrote PENDING for a requeued run
+        if row["state"] not in sacct_cmd.ENDED:  # hooks before the requeue fix wrote PENDING for a requeued run
             values["state"] = rec["state"]
         resolved = [f for f in flags if f in INCOMPLETE]
         never_started = rec["start_time"] is None and rec["nodes"] is None
@@ -210,7 +214,6 @@ def plan_gpus(store: Store, recs: list[dict], comments: dict[int, str], result: 
     """Changes that add the node GPU summaries found in AdminComments (`comments`: job id -> text) which the
     store does not have yet (no job_gpus row for that cluster, job, run and node)."""
     from slurmkit.accounting.admin_comment import parse_admin_comment
-    from slurmkit.store import gpus as gpu_rows
 
     wanted = {(r["cluster"], r["job_id"], r["run"]) for r in recs}
     found: dict[tuple, dict] = {}
@@ -221,7 +224,7 @@ def plan_gpus(store: Store, recs: list[dict], comments: dict[int, str], result: 
             result.conflicts.append(f"job {job_id}: {exc}; left alone")
             continue
         for seg in segments:
-            reason = gpu_rows.validate(seg) if gpu_rows.is_gpus(seg) else f"kind {seg.get('kind')!r}"
+            reason = record.validate(seg) if record.is_gpus(seg) else f"kind {seg.get('kind')!r}"
             if reason:
                 result.conflicts.append(f"job {job_id}: AdminComment segment not usable ({reason}); left alone")
                 continue
@@ -239,8 +242,7 @@ def plan_gpus(store: Store, recs: list[dict], comments: dict[int, str], result: 
             cur = store.execute(f"SELECT DISTINCT cluster, job_id, run, node FROM job_gpus WHERE cluster = ? AND "
                                 f"job_id IN ({', '.join('?' for _ in chunk)})", [cluster, *chunk])
             have.update(tuple(r) for r in cur.fetchall())
-    if store.dialect == "postgresql":
-        store.conn.commit()
+    store.end_read()
     for key, seg in sorted(found.items()):
         if key not in have:
             result.changes.append(Change("gpus", key[0], key[1], key[2], f"node {key[3]}: {len(seg['gpus'])} GPU "
@@ -263,7 +265,7 @@ def spooled_jobs(spool_dir: str | Path | None) -> set[tuple[str, int]]:
 
 @contextlib.contextmanager
 def ingest_lock(spool_dir: str | Path | None) -> Iterator[None]:
-    """The lock `sk admin ingest` holds (slurmkit/store/ingest.py), so reconcile never interleaves with it."""
+    """The lock `sk admin ingest` holds (slurmkit/accounting/ingest.py), so reconcile never interleaves with it."""
     with contextlib.ExitStack() as stack:
         if spool_dir and os.path.isdir(spool_dir):
             try:
@@ -289,8 +291,7 @@ def load_rows(store: Store, keys: list[tuple[str, int]]) -> dict[tuple[str, int]
             for values in cur.fetchall():
                 row = dict(zip(cols, values, strict=True))
                 out.setdefault((row["cluster"], row["job_id"]), []).append(row)
-    if store.dialect == "postgresql":
-        store.conn.commit()  # end the read transaction
+    store.end_read()
     return out
 
 
@@ -316,15 +317,11 @@ def apply(store: Store, changes: list[Change], source: str) -> list[str]:
     planned (ingest is locked out, but an ingest of another spool or a hand edit is not)."""
     stale = []
     now = int(time.time())
-    insert_cols = ", ".join(JOB_COLUMNS)
-    insert_sql = (f"INSERT INTO jobs ({insert_cols}) VALUES ({', '.join('?' for _ in JOB_COLUMNS)}) "
-                  "ON CONFLICT (cluster, job_id, run) DO NOTHING")
+    insert_sql = jobs.insert_new_sql()
     guard = "cluster = ? AND job_id = ? AND run = ? AND source = ? AND COALESCE(flags, '') = ?"
-    if store.dialect == "sqlite":
-        store.conn.execute("BEGIN IMMEDIATE")
-    jobs = {(c.cluster, c.job_id) for c in changes}
-    try:
-        rollup.mark(store, jobs)  # the usage rollup's days of these jobs' runs, before and after the changes
+    touched = {(c.cluster, c.job_id) for c in changes}
+    with store.transaction():
+        rollup.mark(store, touched)  # the usage rollup's days of these jobs' runs, before and after the changes
         renumbers = [c for c in changes if c.action == "renumber"]
         for c in changes:
             if c.action == "remove-duplicate":
@@ -344,7 +341,7 @@ def apply(store: Store, changes: list[Change], source: str) -> list[str]:
         for c in changes:
             if c.action == "insert":
                 rec = {**c.values, "source": source, "flags": None, "ingested_at": now}
-                cur = store.execute(insert_sql, tuple(rec.get(col) for col in JOB_COLUMNS))
+                cur = store.execute(insert_sql, jobs.row(rec))
                 if cur.rowcount != 1:
                     stale.append(c.describe())
             elif c.action in ("complete", "refresh", "fill"):
@@ -354,11 +351,7 @@ def apply(store: Store, changes: list[Change], source: str) -> list[str]:
                                      c.expect[0], c.expect[1] or ""))
                 if cur.rowcount != 1:
                     stale.append(c.describe())
-        rollup.mark(store, jobs)
-    except BaseException:
-        store.conn.rollback() if store.dialect == "postgresql" else store.conn.execute("ROLLBACK")
-        raise
-    store.conn.commit() if store.dialect == "postgresql" else store.conn.execute("COMMIT")
+        rollup.mark(store, touched)
     return stale
 
 
@@ -376,11 +369,13 @@ def reconcile(store: Store, since: int, until: int | None = None, *, mode: str =
               spool_dir: str | Path | None = None, cluster: str | None = None, dry_run: bool = False,
               chunk_s: int = DAY, progress: Callable[[str], None] | None = None, admin_comment: bool = False,
               fetch: Callable[..., list[dict]] = sacct.fetch_records,
-              comments: Callable[..., dict[int, str]] = sacct.admin_comments) -> Result:
+              comments: Callable[..., dict[int, str]] = sacct_cmd.admin_comments,
+              node_types: dict[str, str] | None = None) -> Result:
     """Reconcile (mode "reconcile") or backfill (mode "import") the runs that ended in [since, until).
 
     The window is read from sacct in slices of `chunk_s` (one sacct call each, so a year-long import neither
     holds a year of rows in memory nor goes silent); each slice is planned and applied in one transaction.
+    `node_types` (the site's partition -> node type map) names each sacct run's node_type, as ingest does.
     """
     if mode not in ("reconcile", "import"):
         raise ValueError(f"mode must be reconcile or import, not {mode!r}")
@@ -390,6 +385,8 @@ def reconcile(store: Store, since: int, until: int | None = None, *, mode: str =
     parts = slices(since, stop, chunk_s)
     for i, (a, b) in enumerate(parts, 1):
         recs = fetch(a, None if (until is None and b == stop) else b, cluster=cluster, source=source)
+        for rec in recs:
+            rec["node_type"] = (node_types or {}).get(rec["partition"] or "")
         gpu_jobs = [r["job_id"] for r in recs if r["gpus"]] if admin_comment and mode == "reconcile" else []
         texts = comments(gpu_jobs, cluster=cluster) if gpu_jobs else {}
         before = len(result.changes)

@@ -15,7 +15,7 @@ installed):
 * Sites whose GPUs NVML cannot read show zeros or infinite values (CU Boulder's documentation says so); an
   infinite or non-numeric value is None, a zero stays a zero.
 
-Standard library only (plus slurmkit.accounting.record/sacct): callable from reconcile or a report.
+Standard library only (plus slurmkit/slurm/: fields, sacct): callable from reconcile or a report.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 
-from slurmkit.accounting import record
+from slurmkit.slurm import fields
 
 FIELDS = ("JobID", "TRESUsageInAve", "TRESUsageInMax", "AllocTRES")
 FLAG = "last-poll-not-average"
@@ -92,7 +92,7 @@ def job_usage(rows: list[dict[str, str]], *, summed_over_gpus: bool, gpus: int |
     job_gpus = gpus
     for row in rows:
         if "." not in row["JobID"] and row.get("AllocTRES"):
-            job_gpus = record.parse_gpu_tres(row["AllocTRES"])[0] or job_gpus
+            job_gpus = fields.parse_gpu_tres(row["AllocTRES"])[0] or job_gpus
     flags = [FLAG]
     ave_best = max_best = mem_best = None
     steps = 0
@@ -108,7 +108,7 @@ def job_usage(rows: list[dict[str, str]], *, summed_over_gpus: bool, gpus: int |
         steps += 1
         n = 1
         if summed_over_gpus:
-            n = (record.parse_gpu_tres(row.get("AllocTRES", ""))[0] if row.get("AllocTRES") else 0) or job_gpus or 0
+            n = (fields.parse_gpu_tres(row.get("AllocTRES", ""))[0] if row.get("AllocTRES") else 0) or job_gpus or 0
             if not n:
                 n = 1
                 if "gpu-count-unknown" not in flags:
@@ -134,8 +134,8 @@ def _round(x: float | None) -> float | None:
 def fetch(job_id: int, *, cluster: str | None = None, slurm_version: str | None = None,
           timeout_s: float = 60.0) -> dict | None:
     """Run sacct for one job (and `sacct --version` when `slurm_version` is not given); job_usage() of it.
-    Raises slurmkit.errors.BackendUnavailable / BackendError as slurmkit.accounting.sacct.run_sacct does."""
-    from slurmkit.accounting.sacct import run_sacct
+    Raises slurmkit.errors.BackendUnavailable / BackendError as slurmkit.slurm.sacct.run_sacct does."""
+    from slurmkit.slurm.sacct import run_sacct
 
     version = slurm_version or run_sacct(["sacct", "--version"], timeout_s=timeout_s)
     rows = parse_rows(run_sacct(command(job_id, cluster), timeout_s=timeout_s))

@@ -31,6 +31,7 @@ The interface used, from pyslurm's documentation and source:
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
 import os
 import re
@@ -166,22 +167,38 @@ class Detection:
     slurm_version: str | None = None
 
 
+def _installed_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def detect(*, find_spec: Callable = importlib.util.find_spec, import_module: Callable = importlib.import_module,
+           installed_version: Callable[[str], str | None] = _installed_version,
            slurm_version: Callable[[], str | None] = _sinfo_version) -> Detection:
-    """Can the pyslurm backend be used here? (find_spec first: no import, no subprocess when it is absent.)"""
+    """Can the pyslurm backend be used here?
+
+    The series is compared BEFORE pyslurm is imported: importing it loads libslurm, which reads slurm.conf at load
+    time, and a libslurm of another release that meets a config it cannot parse calls fatal() -> exit(1) in the
+    importing process (seen in CI: pyslurm 25.11 under Slurm 22.05 ended the whole pytest run). So: find_spec (no
+    import), the installed distribution's version (metadata, no import), `sinfo -V`, and only on a match the import.
+    """
     if find_spec("pyslurm") is None:
         return Detection(False, "pyslurm is not installed")
-    try:
-        mod = import_module("pyslurm")
-    except Exception as exc:  # ImportError, or libslurm missing/mismatched (OSError from the dynamic loader)
-        return Detection(False, f"pyslurm does not import: {exc}")
-    pv = str(getattr(mod, "__version__", ""))
+    pv = installed_version("pyslurm") or ""
     sv = slurm_version()
     if sv is None:
-        return Detection(False, "sinfo -V failed: cannot tell which Slurm is running", pv)
+        return Detection(False, "sinfo -V failed: cannot tell which Slurm is running", pv or None)
     if _series(pv) is None or _series(pv) != _series(sv):
-        return Detection(False, f"pyslurm {pv} is built for Slurm {'.'.join(map(str, _series(pv) or ()))}, "
-                         f"but the running Slurm is {sv}", pv, sv)
+        built = ".".join(map(str, _series(pv) or ())) or "an unknown Slurm release"
+        return Detection(False, f"pyslurm {pv or '(version unknown)'} is built for Slurm {built}, "
+                         f"but the running Slurm is {sv}; not imported (its libslurm would exit on this "
+                         "Slurm's config)", pv or None, sv)
+    try:
+        import_module("pyslurm")
+    except Exception as exc:  # ImportError, or libslurm missing (OSError from the dynamic loader)
+        return Detection(False, f"pyslurm does not import: {exc}", pv, sv)
     return Detection(True, f"pyslurm {pv} matches {sv}", pv, sv)
 
 
@@ -215,11 +232,11 @@ class PyslurmBackend(Backend):
     @property
     def pyslurm(self) -> Any:
         if self._module is None:
-            try:
-                self._module = importlib.import_module("pyslurm")
-            except Exception as exc:
-                raise BackendUnavailable(f"pyslurm does not import: {exc}",
-                                         hint="pyslurm 25.11 needs Slurm 25.11; use --backend cli") from exc
+            d = detect()  # never imports a pyslurm of another Slurm series (its libslurm would exit the process)
+            if not d.usable:
+                raise BackendUnavailable(d.reason, hint="pyslurm works only with the Slurm series it was built "
+                                         "for (pip install pyslurm==<series>.*); use --backend cli")
+            self._module = importlib.import_module("pyslurm")
         return self._module
 
     def _rpc(self, exc: Exception) -> Exception:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from slurmkit.cli.output import echo, echo_json
 
 if TYPE_CHECKING:
+    from slurmkit.backends.base import Backend
     from slurmkit.config.cache import SpecFile
     from slurmkit.plan import Plan
 
@@ -159,23 +160,25 @@ def read_specs(specs, overrides) -> dict[str, SpecFile]:
 
 
 def submit_specs(specs, site_path: str | None = None, overrides=(), backend: str | None = None,
-                 test_only: bool = False) -> list[dict]:
-    """Submit specs (dependencies by name resolved in order); one result dict per spec. No output but warnings
-    (stderr): the CLI and the Python API (slurmkit.api) print or return these."""
+                 test_only: bool = False) -> tuple[list[dict], Backend]:
+    """Submit specs (dependencies by name resolved in order): one result dict per spec, and the backend that
+    submitted them. No output but warnings (stderr): the CLI and the Python API (slurmkit.api) print or keep these."""
     from slurmkit.submission import submit as submit_request
 
     resolved: dict[str, int] = {}
     out = []
+    be = None
     for path, name, be, request in _requests(read_specs(specs, overrides), site_path, backend, resolved, False):
         result = submit_request(be, request, test_only=test_only)
         if result.job_id:
             resolved[name] = result.job_id
         item = {"file": path, "name": name, "job_id": result.job_id, "cluster": result.cluster,
-                "backend": result.backend, "reused": result.reused, "tag": request.tag, "_backend": be}
+                "backend": result.backend, "reused": result.reused, "tag": request.tag}
         if test_only:
             item["test_only"] = result.test_only
         out.append(item)
-    return out
+    assert be is not None  # at least one spec: click and the API require it
+    return out, be
 
 
 def submit(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, ...], backend: str | None,
@@ -198,9 +201,8 @@ def submit(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, 
         if as_json:
             echo_json(out)
         return
-    results = submit_specs(specs, site_path, overrides, backend, test_only)
+    results, _be = submit_specs(specs, site_path, overrides, backend, test_only)
     for item in results:
-        item.pop("_backend")
         if as_json:
             continue
         if parsable:  # like sbatch --parsable: jobid[;cluster], one line per job, nothing else on stdout

@@ -6,6 +6,7 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import click
 
@@ -29,24 +30,38 @@ def admin() -> None:
     against Slurm's accounting database (reconcile, import-sacct); mail owners of idle GPUs (notify idle)."""
 
 
-def _locations(site_path: str | None, spool_dir: str | None, store_url: str | None) -> tuple[str, str, str | None]:
-    """(spool dir, store URL, admin group): explicit options win; the rest comes from the site config."""
-    spool_dir, store_url, group, _ = _accounting(site_path, spool_dir, store_url)
-    return spool_dir, store_url, group
+@dataclass
+class _Accounting:
+    """Where the records are and what the site says about them: explicit options win, the rest comes from the
+    site config (none found: `site` is False). A store created from explicit paths alone (no --site) is its
+    owner's alone: `group` (and `transport`) come from the site only where it named the locations or was given;
+    the partition map is read from whichever site config is found."""
+
+    spool_dir: str
+    store_url: str
+    group: str | None = None
+    transport: str | None = None
+    node_types: dict[str, str] = field(default_factory=dict)  # partition -> node type, the jobs' node_type
+    site: bool = False
 
 
-def _accounting(site_path: str | None, spool_dir: str | None, store_url: str | None
-                ) -> tuple[str, str, str | None, str | None]:
-    """_locations plus the node-summary transport (None when no site config was read)."""
-    group = transport = None  # a store created from explicit paths only is readable by its owner alone
-    if not (spool_dir and store_url) or site_path:
-        from slurmkit.site.model import resolve_site
+def _accounting(site_path: str | None, spool_dir: str | None, store_url: str | None) -> _Accounting:
+    from slurmkit.errors import SiteConfigError
+    from slurmkit.site.model import find_site_file, load_site, partition_node_types
 
-        acc = resolve_site(site_path).accounting
-        spool_dir, store_url, group = spool_dir or acc.spool_dir, store_url or acc.store, acc.admin_group
-        transport = acc.transport
-    _check_spool(spool_dir)
-    return spool_dir, store_url, group, transport  # type: ignore[return-value]
+    try:
+        path = find_site_file(site_path)
+    except SiteConfigError:
+        if site_path or not (spool_dir and store_url):
+            raise
+        _check_spool(spool_dir)  # type: ignore[arg-type]
+        return _Accounting(spool_dir, store_url)  # type: ignore[arg-type]
+    site = load_site(path)
+    acc = site.accounting
+    named = bool(site_path or not (spool_dir and store_url))
+    _check_spool(spool_dir or acc.spool_dir)
+    return _Accounting(spool_dir or acc.spool_dir, store_url or acc.store, acc.admin_group if named else None,
+                       acc.transport if named else None, partition_node_types(site), True)
 
 
 def _check_spool(spool_dir: str) -> None:
@@ -105,18 +120,21 @@ def ingest_cmd(site_path: str | None, spool_dir: str | None, store_url: str | No
       sk admin ingest --spool /var/spool/slurmkit --store /var/lib/slurmkit/accounting.db
       sk admin ingest --store postgresql://slurmkit@dbhost/accounting --json
     """
+    from slurmkit.accounting.ingest import ingest
     from slurmkit.store.db import open_store
-    from slurmkit.store.ingest import ingest
 
-    spool_dir, store_url, group = _locations(site_path, spool_dir, store_url)
+    acc = _accounting(site_path, spool_dir, store_url)
+    if not acc.site:
+        click.echo("sk admin ingest: no site config found, so jobs are stored without their node type "
+                   "(sk report --by node_type); pass --site FILE", err=True)
     after = "nothing was lost: the records stay in the spool; run sk admin ingest again once the store is back"
-    with _store_errors(store_url, after):
+    with _store_errors(acc.store_url, after):
         try:
-            store = open_store(store_url, group=group, timeout_s=timeout_s)
+            store = open_store(acc.store_url, group=acc.group, timeout_s=timeout_s)
         except StoreError as exc:
             raise StoreError(exc.message, hint=exc.hint or after) from exc
         with store:
-            res = ingest(store, spool_dir)
+            res = ingest(store, acc.spool_dir, node_types=acc.node_types)
     if as_json:
         echo_json(vars(res))
     else:
@@ -137,9 +155,9 @@ def _window(since: str, until: str | None) -> tuple[int, int | None]:
 
 
 def _chunk_seconds(text: str) -> int:
-    from slurmkit.accounting.sacct import age_seconds
+    from slurmkit.config.when import span_seconds
 
-    seconds = age_seconds(text)
+    seconds = span_seconds(text)
     if seconds is None or seconds < 60:
         raise InputError(Problem(f"--chunk {text!r} is not a length of at least a minute", key="--chunk",
                                  hint="use e.g. 1d, 12h or 1w"))
@@ -154,14 +172,16 @@ def _run_reconcile(mode: str, site_path: str | None, since: str, until: str | No
 
     start, stop = _window(since, until)
     chunk_s = _chunk_seconds(chunk)
-    spool_dir, store_url, group, transport = _accounting(site_path, spool_dir, store_url)
+    acc = _accounting(site_path, spool_dir, store_url)
     if admin_comment is None:
-        admin_comment = transport == "admin_comment"
+        admin_comment = acc.transport == "admin_comment"
     progress = None if quiet else (lambda line: click.echo(line, err=True))
     after = "changes are made per sacct slice in one transaction each; run the same command again"
-    with _store_errors(store_url, after), open_store(store_url, group=group, timeout_s=timeout_s) as store:
-        res = reconcile(store, start, stop, mode=mode, spool_dir=spool_dir, cluster=cluster, dry_run=dry_run,
-                        chunk_s=chunk_s, progress=progress, admin_comment=admin_comment)
+    with _store_errors(acc.store_url, after), \
+            open_store(acc.store_url, group=acc.group, timeout_s=timeout_s) as store:
+        res = reconcile(store, start, stop, mode=mode, spool_dir=acc.spool_dir, cluster=cluster, dry_run=dry_run,
+                        chunk_s=chunk_s, progress=progress, admin_comment=admin_comment,
+                        node_types=acc.node_types)
     if as_json:
         echo_json(res.as_dict())
         return
@@ -273,7 +293,8 @@ def rebuild_rollup_cmd(site_path: str | None, store_url: str | None, timeout_s: 
     from slurmkit.store import rollup
     from slurmkit.store.db import is_postgres, open_store
 
-    _, store_url, group = _locations(site_path, "-", store_url)  # no spool involved
+    acc = _accounting(site_path, "-", store_url)  # no spool involved
+    store_url, group = acc.store_url, acc.group
     if not is_postgres(store_url) and not os.path.exists(store_url):
         raise InputError(Problem(f"there is no accounting store at {store_url}", key="--store",
                                  hint="name the store ingest writes (site accounting.store)"))

@@ -17,6 +17,7 @@ import click
 
 from slurmkit.cli.common import JOBID, backend_option, echo_json, handle_errors, json_option, site_option
 from slurmkit.config.when import FORMS
+from slurmkit.quoting import for_terminal
 
 if TYPE_CHECKING:
     from slurmkit.backends.base import Backend
@@ -56,8 +57,7 @@ _HEADER = (f"{'JOBID':<16} {'NAME':<20} {'USER':<10} {'STATE':<11} {'PARTITION':
 
 
 def _line(job_id: str, j: JobInfo, state: str, extra: str) -> str:
-    from slurmkit.quoting import for_terminal as t  # a job name may hold ESC, BEL or CR
-
+    t = for_terminal  # a job name or pending reason may hold ESC, BEL or CR
     gpus = "" if j.gpus is None else str(j.gpus)
     left = j.time_left if not j.terminal else ""
     return (f"{job_id:<16} {t(j.name)[:20]:<20} {t(j.user)[:10]:<10} {state:<11} {t(j.partition)[:10]:<10} "

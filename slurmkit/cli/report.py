@@ -51,18 +51,9 @@ def _common(fn):
 
 
 def _open(db: str | None, site_path: str | None):
-    from slurmkit.report.access import open_readonly, store_scope, trusted
+    from slurmkit.report.access import open_for_reports
 
-    admin_group, config_trusted = "slurmkit-admin", False
-    if db is None or site_path:
-        from slurmkit.site.model import find_site_file, load_site
-
-        path = find_site_file(site_path)
-        site = load_site(path)
-        admin_group, config_trusted = site.accounting.admin_group, trusted(path)
-        db = db or site.accounting.store
-    store = open_readonly(db, admin_group)
-    return store, store_scope(db, admin_group, config_trusted), admin_group
+    return open_for_reports(db, site_path)
 
 
 def _open_sacct(window, db: str | None, site_path: str | None):
@@ -71,7 +62,7 @@ def _open_sacct(window, db: str | None, site_path: str | None):
     from slurmkit.errors import InputError, Problem, SiteConfigError
     from slurmkit.report.access import scope_for
     from slurmkit.report.sacct_source import open_sacct
-    from slurmkit.site.model import find_site_file, load_site
+    from slurmkit.site.model import find_site_file, load_site, partition_node_types
 
     if db:
         raise InputError(Problem("--db and --from-sacct name two different sources", key="--from-sacct",
@@ -86,7 +77,7 @@ def _open_sacct(window, db: str | None, site_path: str | None):
     if path is not None:
         site = load_site(path)
         admin_group = site.accounting.admin_group
-        node_types = {name: p.node_type for name, p in site.partitions.items()}
+        node_types = partition_node_types(site)
     scope = scope_for(admin_group)
     store, _read = open_sacct(window, scope, node_types=node_types)
     return store, scope, admin_group

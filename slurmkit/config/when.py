@@ -18,7 +18,7 @@ from datetime import date, datetime, timedelta, timezone, tzinfo
 from slurmkit.errors import InputError, Problem
 
 # "m" is minutes, as in `sk admin reconcile --since 90m` (months: this-month, last-month).
-_RELATIVE = re.compile(r"^(\d{1,9})\s*(s|min|m|h|d|w)$")
+_RELATIVE = re.compile(r"^(\d{1,9}(?:\.\d+)?)\s*(s|min|m|h|d|w)$")
 _UNIT_S = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 HINT = ("use a date (2026-11-01), a date and time (2026-11-01T08:00, optionally with +01:00 or Z), "
         "a span back from now (90m, 12h, 30d, 4w), or one of: now, today, yesterday, this-month, last-month")
@@ -29,9 +29,9 @@ AHEAD = timedelta(days=366)  # the latest accepted time is this far after now
 
 
 def span_seconds(text: str) -> int | None:
-    """Seconds in a span like `2d`, `36h`, `90m`, `1w`; None when `text` is not one."""
+    """Seconds in a span like `2d`, `36h`, `1.5h`, `90m`, `1w`; None when `text` is not one (also --chunk's form)."""
     m = _RELATIVE.match(str(text).strip().lower())
-    return int(m.group(1)) * _UNIT_S[m.group(2)] if m else None
+    return int(float(m.group(1)) * _UNIT_S[m.group(2)]) if m else None
 
 
 def _month_start(d: date, tz: tzinfo) -> datetime:

@@ -38,10 +38,9 @@ def is_admin(admin_group: str) -> bool:
     if os.geteuid() == 0:
         return True
     try:
-        group = grp.getgrnam(admin_group)
+        return in_group(grp.getgrnam(admin_group).gr_gid)
     except KeyError:
         return False
-    return group.gr_gid in os.getgroups() or group.gr_gid == os.getgid() or current_user() in group.gr_mem
 
 
 def in_group(gid: int) -> bool:
@@ -77,6 +76,21 @@ def store_scope(url: str, admin_group: str, config_trusted: bool) -> Scope:
             return Scope(current_user())
         return Scope(None) if in_group(gid) else Scope(current_user())
     return scope_for(admin_group) if config_trusted else Scope(current_user())
+
+
+def open_for_reports(db: str | None, site_path: str | None) -> tuple[Store, Scope, str]:
+    """The store a report reads (--db, else the site's accounting.store), whom the caller may see in it, and the
+    admin group named in messages."""
+    admin_group, config_trusted = "slurmkit-admin", False
+    if db is None or site_path:
+        from slurmkit.site.model import find_site_file, load_site
+
+        path = find_site_file(site_path)
+        site = load_site(path)
+        admin_group, config_trusted = site.accounting.admin_group, trusted(path)
+        db = db or site.accounting.store
+    store = open_readonly(db, admin_group)
+    return store, store_scope(db, admin_group, config_trusted), admin_group
 
 
 def open_readonly(url: str, admin_group: str) -> Store:

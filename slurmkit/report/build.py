@@ -8,18 +8,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slurmkit.errors import InputError, Problem
+from slurmkit.record import BY_SOURCE, IDLE_UTIL_PCT
 from slurmkit.report import grading
-from slurmkit.report.figures import COLUMNS, IDLE_UTIL_PCT, definitions
-from slurmkit.report.query import SOURCES, Scope, run_aggregate, run_idle_jobs
+from slurmkit.report.figures import COLUMNS, definitions
+from slurmkit.report.query import Scope, run_aggregate, run_idle_jobs, source_columns
 from slurmkit.report.window import Window
 from slurmkit.store.db import Store
 
 ADDITIVE = ["jobs", "gpu_hours", "gpu_hours_measured", "gpu_hours_used", "gpu_hours_wasted",
-            "idle_gpus_in_multi", "idle_gpu_hours_in_multi", "jobs_no_metrics", "wait_s_sum", "wait_n",
-            *(f"n_{s}" for s in SOURCES)]
+            "idle_gpus_in_multi", "idle_gpu_hours_in_multi", "jobs_no_metrics", "wait_s_sum", "wait_n"]
 
 NEED_METRICS = ["gpu_hours_used", "gpu_hours_wasted", "idle_gpus_in_multi", "idle_gpu_hours_in_multi"]
-COUNTS = ["jobs", "jobs_no_metrics", "wait_n", *(f"n_{s}" for s in SOURCES)]
+COUNTS = ["jobs", "jobs_no_metrics", "wait_n"]
+
+
+def _source_cols(df) -> list[str]:
+    """The frame's n_<source> columns (query.source_columns: registered sources first, then any other)."""
+    return source_columns([c[2:] for c in df.columns if c.startswith("n_")])
 
 NO_METRICS_NOTE = ("GPU utilization, used and wasted GPU-hours: no GPU metrics (Slurm accounting records "
                    "allocations only; these figures are unknown, not 0 %)")
@@ -74,35 +79,49 @@ def derive(df):
     total = df["gpu_hours"].sum()
     df["share_pct"] = df["gpu_hours"] / total * 100 if total > 0 else np.nan
     df["grade"] = [grading.grade(v) for v in df["mean_util_pct"]]
-    # Which sources each row's numbers came from, as a bit mask over SOURCES: one label per mask, not per row
-    # (iterrows took 10 s for a year of users x days).
-    masks = (df[[f"n_{s}" for s in SOURCES]].to_numpy(dtype=float) > 0) @ (1 << np.arange(len(SOURCES)))
-    labels = [", ".join(s for i, s in enumerate(SOURCES) if m >> i & 1) or "-" for m in range(1 << len(SOURCES))]
-    df["sources"] = [labels[m] for m in masks.tolist()]
+    # Which sources each row's numbers came from: one label per distinct combination, not per row (iterrows took
+    # 10 s for a year of users x days).
+    cols = _source_cols(df)
+    names = [c[2:] for c in cols]
+    present = df[cols].to_numpy(dtype=float) > 0 if cols else np.zeros((len(df), 0), dtype=bool)
+    labels: dict[bytes, str] = {}
+    df["sources"] = [labels.setdefault(row.tobytes(), ", ".join(n for n, p in zip(names, row, strict=True) if p)
+                                       or "-") for row in present]
     return df
 
 
 def _totals(df) -> dict[str, Any]:
     import pandas as pd
 
-    sums = df[ADDITIVE].sum() if len(df) else pd.Series(0, index=ADDITIVE)
+    additive, counts = [*ADDITIVE, *_source_cols(df)], [*COUNTS, *_source_cols(df)]
+    sums = df[additive].sum() if len(df) else pd.Series(0, index=additive)
     one = pd.DataFrame([sums])
     one["wait_s_max"] = df["wait_s_max"].max() if len(df) else None
-    one[COUNTS] = one[COUNTS].astype(int)
+    one[counts] = one[counts].astype(int)
     row = derive(one).iloc[0].to_dict()
-    row.update({c: int(row[c]) for c in COUNTS})
+    row.update({c: int(row[c]) for c in counts})
     if row["idle_gpus_in_multi"] == row["idle_gpus_in_multi"]:  # not NaN
         row["idle_gpus_in_multi"] = int(row["idle_gpus_in_multi"])
     row["share_pct"] = 100.0 if row["gpu_hours"] > 0 else None
     return row
 
 
+def source_counts(totals: dict[str, Any]) -> dict[str, int]:
+    """GPU records with metrics per metric source, from a report's totals (every registered source)."""
+    return {c[2:]: int(totals.get(c) or 0) for c in source_columns([k[2:] for k in totals if k.startswith("n_")])}
+
+
+def simulated(totals: dict[str, Any]) -> bool:
+    """Did any numbers come from a source that is not real (slurmkit/record.py METRIC_SOURCES)?"""
+    return any(n for s, n in source_counts(totals).items() if s in BY_SOURCE and not BY_SOURCE[s].real)
+
+
 def source_notes(totals: dict[str, Any]) -> list[str]:
-    n = {s: int(totals.get(f"n_{s}") or 0) for s in SOURCES}
+    n = source_counts(totals)
     notes = []
-    if n["simulated"]:
+    if simulated(totals):
         notes.append(SIMULATED_BANNER)
-    used = [f"{s} ({n[s]} GPU records)" for s in SOURCES if n[s]]
+    used = [f"{s} ({n[s]} GPU records)" for s in n if n[s]]
     notes.append("metric sources: " + (", ".join(used) if used else "none (no GPU metrics in this window)"))
     return notes
 

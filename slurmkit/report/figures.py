@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# A GPU whose job-mean utilization is below this (percent) counts as idle for "idle GPUs in multi-GPU jobs".
-IDLE_UTIL_PCT = 5.0
+from slurmkit.record import IDLE_UTIL_PCT, METRIC_SOURCES
 
 
 @dataclass(frozen=True)
@@ -44,8 +43,8 @@ FIGURES: tuple[Figure, ...] = (
     Figure("mean_wait_h", "mean wait h", "h", "mean queue wait (start - submit) of the counted jobs, hours."),
     Figure("max_wait_h", "max wait h", "h", "longest queue wait, hours."),
     Figure("grade", "grade", "", "efficiency grade from mean utilization (thresholds below)."),
-    Figure("sources", "metric source", "", "where the per-GPU numbers came from: nvml, dcgm, slurm "
-           "(gres/gpuutil) or simulated."),
+    Figure("sources", "metric source", "", "where the per-GPU numbers came from: "
+           + "; ".join(f"{s.name} ({s.doc})" for s in METRIC_SOURCES) + "."),
 )
 
 BY_COLUMN = {f.column: f for f in FIGURES}

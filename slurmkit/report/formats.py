@@ -12,7 +12,7 @@ from typing import Any
 
 from slurmkit.errors import InputError, Problem
 from slurmkit.quoting import for_terminal
-from slurmkit.report.build import Report
+from slurmkit.report.build import Report, simulated
 from slurmkit.report.figures import BY_COLUMN
 
 FORMATS = ("table", "csv", "json", "parquet", "markdown", "html")
@@ -100,35 +100,41 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def metadata(report: Report) -> dict[str, Any]:
-    """What a table means (window, zone, scope, definitions, sources, notes): JSON's header, the CSV's sidecar
-    file and the Parquet file's schema metadata, so no file loses it."""
-    meta = as_dict(report)
-    for key in ("rows", "totals", "idle_jobs"):
-        meta.pop(key, None)
-    meta["columns"] = {c: BY_COLUMN[c].label if c in BY_COLUMN else c for c in [*report.group_columns,
-                                                                              *report.columns]}
-    return meta
-
-
-def as_dict(report: Report) -> dict[str, Any]:
-    cols = [*report.group_columns, *report.columns]
-    rows = [{c: _clean(r[c]) for c in cols} for _, r in report.table.iterrows()]
-    out = {
+def _header(report: Report) -> dict[str, Any]:
+    return {
         "report": report.kind,
         "since": report.window.fmt(report.window.since), "until": report.window.fmt(report.window.until),
         "since_epoch": report.window.since, "until_epoch": report.window.until, "tz": report.window.tz_name,
         "by": report.keys, "period": report.period,
         "user_scope": report.scope.user or "all",
-        "rows": rows,
-        "totals": {c: _clean(report.totals.get(c)) for c in report.columns},
+    }
+
+
+def _footer(report: Report) -> dict[str, Any]:
+    out = {
         "notes": report.notes, "definitions": report.definitions,
-        "simulated_metrics": bool(report.totals.get("n_simulated")),
+        "simulated_metrics": simulated(report.totals),
         "data_source": "slurm-accounting (allocation only)" if report.source == "sacct" else "accounting-store",
         "empty": report.empty,
     }
     if report.empty:
         out["message"] = report.empty_message()
+    return out
+
+
+def metadata(report: Report) -> dict[str, Any]:
+    """What a table means (window, zone, scope, definitions, sources, notes): JSON's header, the CSV's sidecar
+    file and the Parquet file's schema metadata, so no file loses it."""
+    cols = [*report.group_columns, *report.columns]
+    return {**_header(report), **_footer(report),
+            "columns": {c: BY_COLUMN[c].label if c in BY_COLUMN else c for c in cols}}
+
+
+def as_dict(report: Report) -> dict[str, Any]:
+    cols = [*report.group_columns, *report.columns]
+    rows = [{c: _clean(r[c]) for c in cols} for _, r in report.table.iterrows()]
+    out = {**_header(report), "rows": rows, "totals": {c: _clean(report.totals.get(c)) for c in report.columns},
+           **_footer(report)}
     if "jobs" in report.extra:
         out["idle_jobs"] = [{k: _clean(v) for k, v in r.items()} for r in report.extra["jobs"].to_dict("records")]
     return out

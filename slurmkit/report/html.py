@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from slurmkit.record import IDLE_UTIL_PCT
 from slurmkit.report import grading
 from slurmkit.report.build import SIMULATED_BANNER, Report, build
-from slurmkit.report.figures import IDLE_UTIL_PCT
 from slurmkit.report.formats import _rows, title
 from slurmkit.report.query import util_histogram
 from slurmkit.store.db import Store

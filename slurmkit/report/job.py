@@ -8,7 +8,7 @@ from typing import Any
 
 from slurmkit.errors import InputError, JobNotFound, Problem
 from slurmkit.quoting import for_terminal
-from slurmkit.report.figures import IDLE_UTIL_PCT
+from slurmkit.record import BY_SOURCE, GPU_REPORT_COLUMNS, IDLE_UTIL_PCT
 from slurmkit.report.query import Scope
 from slurmkit.store.db import Store
 
@@ -17,8 +17,6 @@ _JOBREF = re.compile(r"^(\d+)(?:_(\d+))?$")
 
 JOB_COLS = ("cluster", "job_id", "run", "array_job_id", "array_task_id", "job_name", "user_name", "account",
             "partition", "state", "submit_time", "start_time", "end_time", "gpus", "gpu_types", "nodes")
-GPU_COLS = ("node", "gpu_index", "uuid", "model", "util_mean", "util_max", "idle_fraction", "mem_max_mib",
-            "mem_total_mib", "energy_j", "samples", "source")
 
 
 @dataclass
@@ -55,7 +53,7 @@ def verdict(run: JobRun, idle_pct: float = IDLE_UTIL_PCT) -> str:
     text = "; ".join(parts) + f"; mean utilization {mean:.1f} %"
     if len(measured) < allocated:
         text += f"; {allocated - len(measured)} of {allocated} allocated GPUs have no metrics"
-    if any(g["source"] == "simulated" for g in measured):
+    if any(g["source"] in BY_SOURCE and not BY_SOURCE[g["source"]].real for g in measured):
         text += " [SIMULATED metrics, not measured on real GPUs]"
     return text
 
@@ -80,9 +78,9 @@ def load_job(store: Store, ref: str, scope: Scope) -> list[JobRun]:
                           hint="the store has jobs once they have ended and been ingested (sk admin ingest)")
     runs = []
     for j in jobs:
-        cur = store.execute(f"SELECT {', '.join(GPU_COLS)} FROM job_gpus WHERE cluster = ? AND job_id = ? "
+        cur = store.execute(f"SELECT {', '.join(GPU_REPORT_COLUMNS)} FROM job_gpus WHERE cluster = ? AND job_id = ? "
                             "AND run = ? ORDER BY node, gpu_index", [j["cluster"], j["job_id"], j["run"]])
-        runs.append(JobRun(j, [dict(zip(GPU_COLS, row, strict=False)) for row in cur.fetchall()]))
+        runs.append(JobRun(j, [dict(zip(GPU_REPORT_COLUMNS, row, strict=False)) for row in cur.fetchall()]))
     return runs
 
 

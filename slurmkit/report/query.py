@@ -9,9 +9,11 @@ Only aggregated rows (one per group x period) leave the database, so a report ov
 * each (cluster, job_id, run) row is one allocation: requeued runs carry their own times and are never merged,
   array tasks have their own job ids, a multi-node job is one row with ``gpus`` over all its nodes.
 
-Where the store keeps the usage rollup (slurmkit/store/rollup.py), rollup_sql gives the same figures from it:
-clean UTC hours, days and months inside a period are summed from the rollup, the rest run by run (run_figures_sql,
-the expressions the rollup itself is computed with). aggregate_sql stays for stores without it.
+The per-run figures are the store's (slurmkit/store/runsql.py), the very expressions the usage rollup is computed
+with. Where the store keeps the rollup (slurmkit/store/rollup.py), rollup_sql sums clean UTC hours, days and
+months inside a period from it and computes the rest run by run; aggregate_sql computes every run (stores without
+it). Both end in the same SELECT (_FIGURES_SQL). GPU records per metric source are counted by a second query
+of the same shape (one row per group, period and source), so any number of sources is counted.
 """
 
 from __future__ import annotations
@@ -20,21 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from slurmkit.errors import InputError, Problem
-from slurmkit.report.figures import IDLE_UTIL_PCT
+from slurmkit.record import IDLE_UTIL_PCT, SOURCE_NAMES
 from slurmkit.report.window import Window, periods
+from slurmkit.store import runsql
 from slurmkit.store.db import Store
+from slurmkit.store.runsql import GROUP_KEYS, SUM_COLUMNS
 
 # --by name -> SQL expression over the jobs table (alias j). NULLs become "(none)" so they group and print.
-KEYS = {
-    "user": "j.user_name",
-    "account": "j.account",
-    "partition": "j.partition",
-    "gpu_type": "j.gpu_types",
-    "node_type": "j.node_type",
-    "qos": "j.qos",
-    "cluster": "j.cluster",
-}
-SOURCES = ("nvml", "dcgm", "slurm", "simulated")
+KEYS = {name: f"j.{column}" for name, column in GROUP_KEYS.items()}
 
 
 @dataclass(frozen=True)
@@ -77,68 +72,6 @@ def _clip(start: str, end: str, lo: str, hi: str) -> str:
             f" - (CASE WHEN {start} > {lo} THEN {start} ELSE {lo} END))")
 
 
-# Per-job GPU record counts by metric source, packed into one integer (16 bits each) so that one SUM per GPU row
-# counts all four; a job has far fewer than 65,536 GPU rows of one source. Unpacked per job in the outer query.
-_SRC_BITS = 16
-
-
-def _source_code() -> str:
-    whens = " ".join(f"WHEN '{s}' THEN {1 << (_SRC_BITS * i)}" for i, s in enumerate(SOURCES))
-    return f"CASE source {whens} ELSE 0 END"
-
-
-def _source_count(packed: str, i: int) -> str:
-    # field i of the packed count, with integer division only ('%' would clash with psycopg's placeholders)
-    lo, hi = 1 << (_SRC_BITS * i), 1 << (_SRC_BITS * (i + 1))
-    if i == len(SOURCES) - 1:  # the top field: nothing above it (and 2**64 is no SQL integer)
-        return f"({packed} / {lo})"
-    return f"({packed} / {lo} - {packed} / {hi} * {1 << _SRC_BITS})"
-
-
-def _per_job_gpus(idle_pct: float, jobs_filter: str = "", runs: str = "") -> tuple[str, list[Any]]:
-    """CTE g: per job run, the sums over its GPUs that the report needs (rows without util_mean are unmeasured).
-
-    Five aggregates per GPU row (this is the widest scan of a report). `jobs_filter` (SQL over jobs j) limits g to
-    the job runs a narrow window needs, found through the jobs index instead of reading every GPU row.
-    """
-    restrict = ""
-    if jobs_filter:
-        runs = f"SELECT j.cluster, j.job_id, j.run FROM jobs j WHERE {jobs_filter}"
-    if runs:  # a SELECT of (cluster, job_id, run): only these runs' GPU rows
-        restrict = f"\n      AND (cluster, job_id, run) IN ({runs})"
-    sql = f"""g AS (
-    SELECT cluster, job_id, run,
-           COUNT(*) AS n_gpu,
-           SUM(util_mean) AS util_sum,
-           SUM(idle_fraction) AS idle_sum,
-           SUM(CASE WHEN util_mean < ? THEN 1 ELSE 0 END) AS n_idle,
-           CAST(SUM({_source_code()}) AS BIGINT) AS src
-    FROM job_gpus
-    WHERE util_mean IS NOT NULL{restrict}
-    GROUP BY cluster, job_id, run
-)"""
-    return sql, [idle_pct]
-
-
-def run_figures_sql(seconds: str, first: str, jobs_filter: str = "", runs: str = "") -> tuple[str, str]:
-    """(select list, CTE g) of one job run's additive report figures, the columns of usage_rollup
-    (slurmkit/store/rollup.py): `seconds` of the run counted, `first` 1 where the run itself (its wait, GPU counts)
-    is counted. Over jobs j LEFT JOIN g; g's one parameter (before `jobs_filter`'s) is the idle threshold."""
-    g_sql, _ = _per_job_gpus(0.0, jobs_filter, runs)
-    multi = "(CASE WHEN j.gpus > 1 AND g.n_idle > 0 AND g.n_idle < g.n_gpu THEN g.n_idle ELSE 0 END)"
-    measured = "(CASE WHEN g.n_gpu > j.gpus THEN j.gpus ELSE COALESCE(g.n_gpu, 0) END)"
-    wait = "(j.start_time - j.submit_time)"
-    cols = [f"{first} AS jobs", f"j.gpus * {seconds} AS gpu_s", f"{measured} * {seconds} AS measured_s",
-            f"COALESCE(g.util_sum, 0) * {seconds} AS util_s", f"COALESCE(g.idle_sum, 0) * {seconds} AS idle_s",
-            f"{first} * {multi} AS idle_multi", f"{multi} * {seconds} AS idle_multi_s",
-            f"{first} * (CASE WHEN g.n_gpu IS NULL THEN 1 ELSE 0 END) AS no_metrics",
-            f"{first} * {wait} AS wait_sum",
-            f"(CASE WHEN {first} = 1 AND {wait} IS NOT NULL THEN 1 ELSE 0 END) AS wait_n",
-            f"(CASE WHEN {first} = 1 THEN {wait} END) AS wait_max",
-            *(f"{first} * COALESCE({_source_count('g.src', i)}, 0) AS n_{s}" for i, s in enumerate(SOURCES))]
-    return ",\n           ".join(cols), g_sql
-
-
 def _scope_sql(scope: Scope) -> tuple[str, list[Any]]:
     return ("", []) if scope.everyone else (" AND j.user_name = ?", [scope.user])
 
@@ -150,69 +83,104 @@ def _window_filter(window: Window, scope: Scope) -> tuple[str, list[Any]]:
             f" AND j.start_time < ? AND j.end_time > ?{scope_sql}", [window.until, window.since, *scope_params])
 
 
-def aggregate_sql(window: Window, keys: list[str], period: str | None, scope: Scope,
-                  idle_pct: float = IDLE_UTIL_PCT, *, narrow: bool = False,
-                  dialect: str = "sqlite") -> tuple[str, list[Any]]:
-    """The GROUP BY query behind usage/efficiency/top. Returns (sql with ? placeholders, params).
+def _key_cols(keys: list[str], alias: str = "j") -> list[str]:
+    # Quoted: "user" is a reserved word in PostgreSQL (bare, it means CURRENT_USER, the database role).
+    return [f"COALESCE({alias}.{GROUP_KEYS[k]}, '(none)') AS \"{k}\"" for k in keys]
 
-    Shape, for speed on SQLite (measured in bench/report.py): g reads each GPU row once with five aggregates;
-    x is one row per job run and period, every per-row value computed once (SQLite would otherwise flatten x
-    into the outer query and re-evaluate `s` and `first` in every aggregate that names them: LIMIT -1 keeps x a
-    co-routine); the outer query only sums. `narrow`: the window holds a small part of the store, so g reads
-    only the GPU rows of the window's jobs (an index lookup per job) instead of every GPU row.
-    """
+
+def _group(keys: list[str]) -> list[str]:
+    return [*(f'"{k}"' for k in keys), "period"]
+
+
+def _figures_sql(keys: list[str]) -> str:
+    """The report's figures from the additive per-run columns (SUM_COLUMNS) of CTE y, per group and period. Sums
+    of BIGINT columns are cast back to BIGINT: PostgreSQL's SUM(bigint) is NUMERIC (a Decimal in Python)."""
+    group = _group(keys)
+    f = "CAST({} AS DOUBLE PRECISION)"
+    return f"""SELECT {', '.join(group)},
+       CAST(SUM(jobs) AS BIGINT) AS jobs,
+       {f.format('SUM(gpu_s)')} / 3600 AS gpu_hours,
+       {f.format('SUM(measured_s)')} / 3600 AS gpu_hours_measured,
+       {f.format('COALESCE(SUM(util_s), 0)')} / 360000 AS gpu_hours_used,
+       {f.format('COALESCE(SUM(idle_s), 0)')} / 3600 AS gpu_hours_wasted,
+       CAST(SUM(idle_multi) AS BIGINT) AS idle_gpus_in_multi,
+       {f.format('SUM(idle_multi_s)')} / 3600 AS idle_gpu_hours_in_multi,
+       CAST(SUM(no_metrics) AS BIGINT) AS jobs_no_metrics,
+       {f.format('SUM(wait_sum)')} AS wait_s_sum,
+       CAST(SUM(wait_n) AS BIGINT) AS wait_n,
+       MAX(wait_max) AS wait_s_max
+FROM y
+GROUP BY {', '.join(group)}
+ORDER BY {', '.join(group)}"""
+
+
+def _sources_sql(keys: list[str]) -> str:
+    """Per group, period and metric source: the GPU records with metrics, from CTE ys (keys, period, source, n)."""
+    group = _group(keys)
+    return f"""SELECT {', '.join(group)}, source, CAST(SUM(n) AS BIGINT) AS n
+FROM ys
+GROUP BY {', '.join(group)}, source
+ORDER BY {', '.join(group)}, source"""
+
+
+def _aggregate_x(window: Window, keys: list[str], period: str | None, scope: Scope,
+                 dialect: str) -> tuple[str, list[Any], str, list[Any]]:
+    """(CTEs p and x, their parameters, the jobs filter and its parameters) of aggregate_sql: x is one row per job
+    run and period, its clipped seconds `s` and `first` computed once (SQLite would otherwise flatten x into the
+    outer query and re-evaluate them in every figure that names them: LIMIT -1 keeps x a co-routine)."""
     buckets = periods(window, period) if period else [("", window.since, window.until)]
     values = ", ".join("(?, ?, ?)" for _ in buckets)
     params: list[Any] = [x for b in buckets for x in b]
     where, where_params = _window_filter(window, scope)
-    g_sql, g_params = _per_job_gpus(idle_pct, where if narrow else "")
-    params += g_params + (where_params if narrow else [])
-    # Quoted: "user" is a reserved word in PostgreSQL (bare, it means CURRENT_USER, the database role).
-    key_cols = [f"COALESCE({KEYS[k]}, '(none)') AS \"{k}\"" for k in keys]
     seconds = _clip("j.start_time", "j.end_time", "p.ps", "p.pe")
     # Count a job (and its wait and GPU counts) once: in the period it started in, or the first period.
-    first = "(CASE WHEN j.start_time >= p.ps OR p.ps = ? THEN 1 ELSE 0 END)"
-    # An idle GPU "inside" a multi-GPU job: below the threshold while some other GPU of the job was above it.
-    multi = "(CASE WHEN j.gpus > 1 AND g.n_idle > 0 AND g.n_idle < g.n_gpu THEN g.n_idle ELSE 0 END)"
-    measured = "(CASE WHEN g.n_gpu > j.gpus THEN j.gpus ELSE COALESCE(g.n_gpu, 0) END)"
-    x_sql = f"""x AS (
-    SELECT {', '.join([*key_cols, 'p.period AS period'])},
-           {seconds} AS s, {first} AS first, j.gpus AS gpus, {measured} AS n_measured,
-           g.util_sum AS util_sum, g.idle_sum AS idle_sum, {multi} AS idle_multi,
-           j.start_time - j.submit_time AS wait_s, g.n_gpu AS n_gpu, g.src AS src
+    first = f"(CASE WHEN j.start_time >= p.ps OR p.ps = {int(window.since)} THEN 1 ELSE 0 END)"
+    sql = f"""p(period, ps, pe) AS (VALUES {values}),
+x AS (
+    SELECT {', '.join([*_key_cols(keys), 'p.period AS period'])},
+           j.cluster AS cluster, j.job_id AS job_id, j.run AS run, j.gpus AS gpus, j.start_time AS start_time,
+           j.submit_time AS submit_time, {seconds} AS s, {first} AS first
     FROM jobs j
     CROSS JOIN p
-    LEFT JOIN g ON g.cluster = j.cluster AND g.job_id = j.job_id AND g.run = j.run
     WHERE {where}
       AND j.start_time < p.pe AND j.end_time > p.ps{" LIMIT -1" if dialect == "sqlite" else ""}
 )"""
-    params += [window.since, *where_params]
-    group = [*(f'"{k}"' for k in keys), "period"]
-    f = "CAST({} AS DOUBLE PRECISION)"
-    # per job (counted once, in its first period): the wait and the GPU records by metric source
-    once = "CASE WHEN first = 1 THEN {} END"
-    sources = ", ".join(f"COALESCE(SUM({once.format(_source_count('src', i))}), 0) AS n_{s}"
-                        for i, s in enumerate(SOURCES))
-    sql = f"""WITH p(period, ps, pe) AS (VALUES {values}),
+    return sql, params + where_params, where, where_params
+
+
+def aggregate_sql(window: Window, keys: list[str], period: str | None, scope: Scope,
+                  idle_pct: float = IDLE_UTIL_PCT, *, narrow: bool = False,
+                  dialect: str = "sqlite") -> tuple[str, list[Any]]:
+    """The GROUP BY query behind usage/efficiency/top, every run computed. Returns (sql with ? placeholders,
+    params). `narrow`: the window holds a small part of the store, so g reads only the GPU rows of the window's
+    jobs (an index lookup per job) instead of every GPU row (measured in bench/report.py)."""
+    x_sql, x_params, where, where_params = _aggregate_x(window, keys, period, scope, dialect)
+    g_sql = runsql.per_run_gpus(where if narrow else "")
+    figures = runsql.select_list(runsql.run_figures(seconds="j.s", first="j.first"))
+    sql = f"""WITH {x_sql},
 {g_sql},
-{x_sql}
-SELECT {', '.join(group)},
-       SUM(first) AS jobs,
-       {f.format('SUM(gpus * s)')} / 3600 AS gpu_hours,
-       {f.format('SUM(n_measured * s)')} / 3600 AS gpu_hours_measured,
-       {f.format('COALESCE(SUM(util_sum * s), 0)')} / 360000 AS gpu_hours_used,
-       {f.format('COALESCE(SUM(idle_sum * s), 0)')} / 3600 AS gpu_hours_wasted,
-       SUM(first * idle_multi) AS idle_gpus_in_multi,
-       {f.format('SUM(idle_multi * s)')} / 3600 AS idle_gpu_hours_in_multi,
-       SUM(first) - COUNT({once.format('n_gpu')}) AS jobs_no_metrics,
-       {f.format('SUM(first * wait_s)')} AS wait_s_sum,
-       COUNT({once.format('wait_s')}) AS wait_n,
-       MAX({once.format('wait_s')}) AS wait_s_max,
-       {sources}
-FROM x
-GROUP BY {', '.join(group)}
-ORDER BY {', '.join(group)}"""
-    return sql, params
+y AS (
+    SELECT {', '.join([*(f'j."{k}" AS "{k}"' for k in keys), 'j.period AS period'])},
+           {figures}
+    FROM x j LEFT JOIN g ON g.cluster = j.cluster AND g.job_id = j.job_id AND g.run = j.run
+)
+{_figures_sql(keys)}"""
+    return sql, [*x_params, idle_pct, *(where_params if narrow else [])]
+
+
+def aggregate_sources_sql(window: Window, keys: list[str], period: str | None, scope: Scope, *,
+                          narrow: bool = False, dialect: str = "sqlite") -> tuple[str, list[Any]]:
+    """The GPU records per metric source behind aggregate_sql's rows (counted once per run, like its jobs)."""
+    x_sql, x_params, where, where_params = _aggregate_x(window, keys, period, scope, dialect)
+    sql = f"""WITH {x_sql},
+{runsql.per_run_sources(where if narrow else "")},
+ys AS (
+    SELECT {', '.join([*(f'j."{k}" AS "{k}"' for k in keys), 'j.period AS period'])}, gs.source AS source,
+           j.first * gs.n AS n
+    FROM x j JOIN gs ON gs.cluster = j.cluster AND gs.job_id = j.job_id AND gs.run = j.run
+)
+{_sources_sql(keys)}"""
+    return sql, [*x_params, *(where_params if narrow else [])]
 
 
 # Below this share of the store's time span, a report reads only its window's GPU rows (see aggregate_sql).
@@ -229,21 +197,44 @@ def is_narrow(store: Store, window: Window) -> bool:
 
 
 def run_aggregate(store: Store, window: Window, keys: list[str], period: str | None, scope: Scope,
-                  idle_pct: float = IDLE_UTIL_PCT):
-    """Run the aggregate query; a pandas DataFrame with one row per group (x period).
+                  idle_pct: float = IDLE_UTIL_PCT, *, every_run: bool = False):
+    """Run the aggregate queries; a pandas DataFrame with one row per group (x period), n_<source> included.
 
-    Through the usage rollup (rollup_sql) where the store keeps one, else the GROUP BY over every job run."""
-    buckets = _rollup_buckets(store, window, idle_pct)
+    Through the usage rollup (rollup_sql) where the store keeps one, else (or with `every_run`) the GROUP BY over
+    every job run."""
+    buckets = None if every_run else _rollup_buckets(store, window, idle_pct)
     if buckets:
         sql, params = rollup_sql(window, keys, period, scope, idle_pct, buckets)
+        src_sql, src_params = rollup_sources_sql(window, keys, period, scope, buckets)
         if store.dialect == "postgresql":
             # PostgreSQL over-estimates the runs read one by one (a range per period edge) and then spends ~2 s
             # compiling the short query with JIT; for this transaction only.
             store.execute("SET LOCAL jit = off")
     else:
-        sql, params = aggregate_sql(window, keys, period, scope, idle_pct, narrow=is_narrow(store, window),
-                                    dialect=store.dialect)
-    return _frame(store, sql, params)
+        narrow = is_narrow(store, window)
+        sql, params = aggregate_sql(window, keys, period, scope, idle_pct, narrow=narrow, dialect=store.dialect)
+        src_sql, src_params = aggregate_sources_sql(window, keys, period, scope, narrow=narrow,
+                                                    dialect=store.dialect)
+    return with_sources(_frame(store, sql, params), _frame(store, src_sql, src_params), keys)
+
+
+def source_columns(names: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The n_<source> columns of a report frame: every registered source (slurmkit/record.py) in its order, then
+    any other source found in the store (`names`), so a source is counted before it is registered too."""
+    return [f"n_{s}" for s in dict.fromkeys([*SOURCE_NAMES, *sorted(names)])]
+
+
+def with_sources(df, src, keys: list[str]):
+    """`df` (one row per group and period) with an n_<source> column per metric source, from `src` (one row per
+    group, period and source): GPU records with metrics, 0 where none."""
+    group = [*keys, "period"]
+    cols = source_columns(list(src["source"].unique()) if len(src) else [])
+    if len(src):
+        wide = src.pivot_table(index=group, columns="source", values="n", aggfunc="sum").add_prefix("n_")
+        df = df.merge(wide.reset_index(), on=group, how="left")
+    for c in cols:
+        df[c] = df[c].fillna(0).astype("int64") if c in df else 0
+    return df[[*(c for c in df.columns if c not in cols), *cols]]
 
 
 @dataclass(frozen=True)
@@ -351,67 +342,74 @@ def _values(name: str, cols: str, rows: list[tuple]) -> str:
     return f"{name}({cols}) AS (VALUES {lit})"
 
 
-def rollup_sql(window: Window, keys: list[str], period: str | None, scope: Scope, idle_pct: float,
-               b: Buckets) -> tuple[str, list[Any]]:
-    """The same figures as aggregate_sql, from the usage rollup (slurmkit/store/rollup.py) plus the runs it
-    cannot place, computed run by run (_rollup_plan). Returns (sql, params). Sums of BIGINT columns are cast back
-    to BIGINT: PostgreSQL's SUM(bigint) is NUMERIC (a Decimal in Python)."""
-    from slurmkit.store.rollup import SUM_COLUMNS
-
+def _rollup_ctes(window: Window, keys: list[str], period: str | None, scope: Scope,
+                 b: Buckets) -> tuple[str, str, str, list[Any]]:
+    """(CTEs c, r and rj; `seconds`; `first`; scope parameters) shared by rollup_sql and rollup_sources_sql:
+    c the rollup buckets summed per period, r the ranges read run by run (_rollup_plan), rj those runs."""
     buckets = periods(window, period) if period else [("", window.since, window.until)]
     cover, raw = _rollup_plan(b, buckets)
     scope_sql, scope_params = _scope_sql(scope)
     need = ["cluster", "job_id", "run", "gpus", "start_time", "end_time", "submit_time",
-            *{KEYS[k].removeprefix("j.") for k in keys}]
+            *{GROUP_KEYS[k] for k in keys}]
     seconds = (f"({_clip('j.start_time', 'j.end_time', 'j.ps', 'j.pe')}"
                " - CASE WHEN j.kind = 2 THEN j.end_time - j.start_time ELSE 0 END)")
     first = f"(CASE WHEN j.kind = 2 THEN 0 WHEN j.start_time >= j.ps OR j.ps = {int(window.since)} THEN 1 ELSE 0 END)"
-    figures, g_sql = run_figures_sql(seconds, first, runs="SELECT cluster, job_id, run FROM rj")
-    rj = f"""rj AS (
+    ctes = f"""{_values('c', 'period, lo, hi', cover)},
+{_values('r', 'period, ps, pe, lo, hi, kind', raw)},
+rj AS (
     SELECT r.period, r.ps, r.pe, r.kind, {', '.join(f'j.{c}' for c in dict.fromkeys(need))}
     FROM r CROSS JOIN jobs j
     WHERE j.start_time >= r.lo AND j.start_time < r.hi AND j.gpus > 0 AND j.end_time IS NOT NULL
       AND j.end_time > (CASE WHEN r.kind = 2 THEN r.pe ELSE r.ps END){scope_sql}
 )"""
-    raw_keys = [f"COALESCE({KEYS[k]}, '(none)') AS \"{k}\"" for k in keys]
-    cover_keys = [f"COALESCE({KEYS[k].replace('j.', 'u.')}, '(none)') AS \"{k}\"" for k in keys]
-    group = [*(f'"{k}"' for k in keys), "period"]
-    f = "CAST({} AS DOUBLE PRECISION)"
-    sql = f"""WITH {_values('c', 'period, lo, hi', cover)},
-{_values('r', 'period, ps, pe, lo, hi, kind', raw)},
-{rj},
-{g_sql},
+    return ctes, seconds, first, scope_params
+
+
+def rollup_sql(window: Window, keys: list[str], period: str | None, scope: Scope, idle_pct: float,
+               b: Buckets) -> tuple[str, list[Any]]:
+    """The same figures as aggregate_sql, from the usage rollup (slurmkit/store/rollup.py) plus the runs it
+    cannot place, computed run by run (_rollup_plan). Returns (sql, params)."""
+    ctes, seconds, first, scope_params = _rollup_ctes(window, keys, period, scope, b)
+    scope_u = _scope_sql(scope)[0].replace("j.", "u.")
+    figures = runsql.select_list(runsql.run_figures(seconds, first))
+    sql = f"""WITH {ctes},
+{runsql.per_run_gpus(runs="SELECT cluster, job_id, run FROM rj")},
 y AS (
-    SELECT {', '.join([*cover_keys, 'c.period AS period', *(f'u.{s}' for s in SUM_COLUMNS)])}
+    SELECT {', '.join([*_key_cols(keys, 'u'), 'c.period AS period', *(f'u.{s}' for s in SUM_COLUMNS)])}
     FROM c CROSS JOIN usage_rollup u
-    WHERE u.lo = c.lo AND u.hi = c.hi{scope_sql.replace('j.', 'u.')}
+    WHERE u.lo = c.lo AND u.hi = c.hi{scope_u}
     UNION ALL
-    SELECT {', '.join([*raw_keys, 'j.period AS period'])},
+    SELECT {', '.join([*_key_cols(keys), 'j.period AS period'])},
            {figures}
     FROM rj j LEFT JOIN g ON g.cluster = j.cluster AND g.job_id = j.job_id AND g.run = j.run
 )
-SELECT {', '.join(group)},
-       CAST(SUM(jobs) AS BIGINT) AS jobs,
-       {f.format('SUM(gpu_s)')} / 3600 AS gpu_hours,
-       {f.format('SUM(measured_s)')} / 3600 AS gpu_hours_measured,
-       {f.format('COALESCE(SUM(util_s), 0)')} / 360000 AS gpu_hours_used,
-       {f.format('COALESCE(SUM(idle_s), 0)')} / 3600 AS gpu_hours_wasted,
-       CAST(SUM(idle_multi) AS BIGINT) AS idle_gpus_in_multi,
-       {f.format('SUM(idle_multi_s)')} / 3600 AS idle_gpu_hours_in_multi,
-       CAST(SUM(no_metrics) AS BIGINT) AS jobs_no_metrics,
-       {f.format('SUM(wait_sum)')} AS wait_s_sum,
-       CAST(SUM(wait_n) AS BIGINT) AS wait_n,
-       MAX(wait_max) AS wait_s_max,
-       {', '.join(f'CAST(COALESCE(SUM(n_{s}), 0) AS BIGINT) AS n_{s}' for s in SOURCES)}
-FROM y
-GROUP BY {', '.join(group)}
-ORDER BY {', '.join(group)}"""
+{_figures_sql(keys)}"""
     return sql, [*scope_params, idle_pct, *scope_params]
+
+
+def rollup_sources_sql(window: Window, keys: list[str], period: str | None, scope: Scope,
+                       b: Buckets) -> tuple[str, list[Any]]:
+    """The GPU records per metric source behind rollup_sql's rows: the rollup's per-source rows of the clean
+    buckets plus the runs read one by one (a run of kind 2 was counted whole by its bucket: first = 0)."""
+    ctes, _, first, scope_params = _rollup_ctes(window, keys, period, scope, b)
+    scope_u = _scope_sql(scope)[0].replace("j.", "u.")
+    sql = f"""WITH {ctes},
+{runsql.per_run_sources(runs="SELECT cluster, job_id, run FROM rj")},
+ys AS (
+    SELECT {', '.join([*_key_cols(keys, 'u'), 'c.period AS period'])}, u.source AS source, u.gpu_records AS n
+    FROM c CROSS JOIN usage_rollup_sources u
+    WHERE u.lo = c.lo AND u.hi = c.hi{scope_u}
+    UNION ALL
+    SELECT {', '.join([*_key_cols(keys), 'j.period AS period'])}, gs.source AS source, {first} * gs.n AS n
+    FROM rj j JOIN gs ON gs.cluster = j.cluster AND gs.job_id = j.job_id AND gs.run = j.run
+)
+{_sources_sql(keys)}"""
+    return sql, [*scope_params, *scope_params]
 
 
 def idle_jobs_sql(window: Window, scope: Scope, limit: int, idle_pct: float = IDLE_UTIL_PCT):
     """Multi-GPU job runs with idle GPUs while others worked, worst (most idle GPU-hours) first."""
-    g_sql, g_params = _per_job_gpus(idle_pct)
+    g_sql = runsql.per_run_gpus()
     seconds = _clip("j.start_time", "j.end_time", "?", "?")
     scope_sql, scope_params = _scope_sql(scope)
     sql = f"""WITH {g_sql}
@@ -427,7 +425,7 @@ WHERE j.gpus > 1 AND g.n_idle > 0 AND g.n_idle < g.n_gpu
 ORDER BY idle_gpu_hours DESC, j.job_id
 LIMIT ?"""
     clip = [window.until, window.until, window.since, window.since]  # the order of ? in _clip
-    params = [*g_params, *clip, *clip, window.until, window.since, *scope_params, limit]
+    params = [idle_pct, *clip, *clip, window.until, window.since, *scope_params, limit]
     return sql, params
 
 

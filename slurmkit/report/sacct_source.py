@@ -21,8 +21,9 @@ from typing import Any
 from slurmkit.accounting import sacct
 from slurmkit.report.query import Scope
 from slurmkit.report.window import Window
+from slurmkit.slurm import sacct as sacct_cmd
+from slurmkit.store import jobs
 from slurmkit.store.db import Store, apply_migrations
-from slurmkit.store.ingest import JOB_COLUMNS
 
 SOURCE = "sacct"
 NOTE = ("source: Slurm accounting (sacct: AllocTRES GPUs x elapsed time) - allocation only, no GPU utilization "
@@ -33,40 +34,30 @@ def sacct_command(window: Window, scope: Scope, cluster: str | None = None) -> l
     """The sacct call for `window`: every allocation that overlapped it (sacct -S/-E select by overlap), and
     only the caller's own jobs unless they are an admin."""
     users = None if scope.everyone else [scope.user]
-    return sacct.sacct_command(since=window.since, until=window.until, users=users, cluster=cluster)
+    return sacct_cmd.sacct_command(since=window.since, until=window.until, users=users, cluster=cluster)
 
 
-def records(rows: Iterable[dict[str, str]], scope: Scope, node_types: dict[str, str] | None = None) -> list[dict]:
-    """Store records of the ended runs among `rows` (dicts keyed by sacct field names) that `scope` may see.
-
-    `node_types` maps a partition to its site-config node type (sacct knows only the partition), so that
-    `--by node_type` works as on the hook's store.
-    """
+def records(rows: Iterable[dict[str, str]], scope: Scope) -> list[dict]:
+    """Store records of the ended runs among `rows` (dicts keyed by sacct field names) that `scope` may see."""
     rows = [r for r in rows if scope.everyone or r["User"] == scope.user]
-    out = []
-    for rec in sacct.number_runs(rows, SOURCE):
-        if sacct.ended(rec):
-            rec["node_type"] = (node_types or {}).get(rec["partition"] or "")
-            out.append(rec)
-    return out
+    return [rec for rec in sacct.number_runs(rows, SOURCE) if sacct.ended(rec)]
 
 
-def memory_store(recs: list[dict]) -> Store:
-    """A throw-away in-memory store (real schema) holding `recs`."""
+def memory_store(recs: list[dict], node_types: dict[str, str] | None = None) -> Store:
+    """A throw-away in-memory store (real schema) holding `recs`. `node_types` maps a partition to its
+    site-config node type (sacct knows only the partition), so that `--by node_type` works as on the hook's
+    store: the rows are written as ingest writes them (slurmkit/store/jobs.py)."""
     store = Store(":memory:", "sqlite", sqlite3.connect(":memory:", isolation_level=None))
     apply_migrations(store)
-    cols = list(dict.fromkeys([*JOB_COLUMNS, "node_type"]))
-    sql = f"INSERT INTO jobs ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
-    store.conn.execute("BEGIN")
-    # Plain INSERT: number_runs gives every run its own (cluster, job_id, run); a clash is a bug, not data.
-    store.conn.executemany(sql, [tuple(r.get(c) for c in cols) for r in recs])
-    store.conn.execute("COMMIT")
+    with store.transaction() as cur:
+        # The upsert never fires: number_runs gives every run its own (cluster, job_id, run).
+        cur.executemany(jobs.upsert_sql(), [jobs.row(r, node_types) for r in recs])
     return store
 
 
 def open_sacct(window: Window, scope: Scope, *, cluster: str | None = None, node_types: dict[str, str] | None = None,
-               run: Callable[[list[str]], str] = sacct.run_sacct) -> tuple[Store, dict[str, Any]]:
+               run: Callable[[list[str]], str] = sacct_cmd.run_sacct) -> tuple[Store, dict[str, Any]]:
     """Run sacct for `window` and return the in-memory store plus what was read (for the report's notes)."""
-    rows = sacct.parse(run(sacct_command(window, scope, cluster)))
-    recs = records(rows, scope, node_types)
-    return memory_store(recs), {"sacct_rows": len(rows), "runs": len(recs)}
+    rows = sacct_cmd.parse(run(sacct_command(window, scope, cluster)))
+    recs = records(rows, scope)
+    return memory_store(recs, node_types), {"sacct_rows": len(rows), "runs": len(recs)}

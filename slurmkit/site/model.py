@@ -18,12 +18,15 @@ from slurmkit.config.strict import Strict, validate
 from slurmkit.config.units import parse_cpulist, parse_mem_mib, parse_time_minutes
 from slurmkit.errors import SiteConfigError
 from slurmkit.nccl import FABRIC_KINDS, FABRICS
+from slurmkit.record import SOURCE_NAMES
 from slurmkit.site.lookup import find_site_file
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 FabricKind = Literal[FABRIC_KINDS]  # type: ignore[valid-type]  # the fabric profiles in slurmkit/nccl.py
 ContainerRuntime = Literal["pyxis", "apptainer", "none"]
+# The registered metric sources (slurmkit/record.py), "auto" meaning nvml.
+MetricSourceName = Literal[("auto", *SOURCE_NAMES)]  # type: ignore[valid-type]
 
 
 class GPU(GPUMixin, Strict):
@@ -151,7 +154,7 @@ class Accounting(Strict):
     store: str = Field("/var/lib/slurmkit/accounting.db", description="SQLite path or postgresql:// URL")
     sample_interval_s: float = Field(10.0, gt=0, le=3600)
     transport: Literal["spool", "admin_comment"] = "spool"
-    metric_source: Literal["auto", "nvml", "dcgm", "slurm", "simulated"] = "auto"
+    metric_source: MetricSourceName = "auto"
     simulated_trace: str | None = Field(None, description="trace file for the simulated source (tests, demo)")
     admin_group: str = Field("slurmkit-admin", description="Unix group whose members see every user's jobs")
     state_dir: str = Field("/var/lib/slurmkit/sampler", description="the node samplers' state directory (the "
@@ -285,6 +288,12 @@ def site_from_source(src: Source) -> Site:
     site = validate(Site, src, SiteConfigError)
     site.source_file = src.file
     return site
+
+
+def partition_node_types(site: Site) -> dict[str, str]:
+    """partition -> node type: what the accounting store records as a job's node_type (Slurm knows only the
+    partition), at ingest, reconcile and `sk report --from-sacct` alike."""
+    return {name: p.node_type for name, p in site.partitions.items()}
 
 
 def resolve_site(explicit: str | None = None) -> Site:

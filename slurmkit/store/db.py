@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sqlite3
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -32,6 +34,26 @@ class Store:
         cur = self.conn.cursor()
         cur.execute(self.sql(text), params)
         return cur
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """One write transaction, yielding a cursor: committed when the block ends, rolled back when it raises
+        (anything, KeyboardInterrupt too). On SQLite it begins IMMEDIATE, so a second writer waits for the lock
+        at the start (busy timeout) instead of failing halfway. Every writer of the store goes through here."""
+        if self.dialect == "sqlite":
+            self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn.cursor()
+        except BaseException:
+            self.conn.rollback()
+            raise
+        self.conn.commit()
+
+    def end_read(self) -> None:
+        """End the transaction a read opened (PostgreSQL opens one for every statement; SQLite in autocommit mode
+        holds none), so that a long run does not keep a snapshot or block migrations."""
+        if self.dialect == "postgresql":
+            self.conn.commit()
 
     def close(self) -> None:
         self.conn.close()
@@ -111,29 +133,25 @@ def current_version(store: Store) -> int:
     try:
         row = store.execute("SELECT MAX(version) FROM schema_version").fetchone()
     except Exception:
-        if store.dialect == "postgresql":
-            store.conn.rollback()
+        store.conn.rollback()  # PostgreSQL: the failed statement aborted the transaction; SQLite: nothing open
         return 0
     return int(row[0] or 0)
 
 
-def apply_migrations(store: Store) -> int:
-    """Apply the migrations newer than the store's version, each in one transaction. Returns the new version."""
+def apply_migrations(store: Store, upto: int | None = None) -> int:
+    """Apply the migrations newer than the store's version (up to version `upto`: a store as an older slurmkit
+    left it, for tests of a migration), each in one transaction. Returns the new version."""
     version = current_version(store)
     for number, sql in migrations():
-        if number <= version:
+        if number <= version or (upto is not None and number > upto):
             continue
-        statements = _statements(sql)
         try:
-            if store.dialect == "sqlite":
-                store.conn.execute("BEGIN IMMEDIATE")
-            for stmt in statements:
-                store.conn.execute(stmt)
-            store.execute("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
-                          (number, int(time.time())))
-            store.conn.commit() if store.dialect == "postgresql" else store.conn.execute("COMMIT")
+            with store.transaction() as cur:
+                for stmt in _statements(sql):
+                    cur.execute(stmt)
+                cur.execute(store.sql("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)"),
+                            (number, int(time.time())))
         except Exception as exc:
-            store.conn.rollback()
             raise StoreError(f"migration {number:04d} failed on {store.url}: {exc}") from exc
         version = number
     return version

@@ -11,7 +11,8 @@ hours off UTC (nearly all) that is an hour edge, so a local day or week is a run
 UTC days inside it) and only runs crossing the period's own edges are computed one by one. With day buckets
 alone, a day in Europe/Berlin held no whole bucket and every run of it was computed one by one.
 
-Exactness: an hour's rows are recomputed from jobs and job_gpus with the report's own per-run expressions; a
+Exactness: an hour's rows are recomputed from jobs and job_gpus with the per-run SQL the reports use
+(slurmkit/store/runsql.py); its GPU records per metric source go to usage_rollup_sources, one row per source; a
 day's rows are the sum of its hours', a month's the sum of its days'. Every writer of jobs or job_gpus calls
 mark() for the runs it touches, in its own transaction (before a change that may move a run to another hour,
 and after), which flags their hours, days and months stale; reports never use a stale bucket, and refresh() (run
@@ -23,13 +24,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timezone
 
+from slurmkit.record import IDLE_UTIL_PCT
+from slurmkit.store import runsql
 from slurmkit.store.db import Store
+from slurmkit.store.runsql import KEY_COLUMNS, SUM_COLUMNS
 
 HOUR = 3600
 DAY = 86400
-KEY_COLUMNS = ("cluster", "user_name", "account", "partition", "gpu_types", "node_type", "qos")
-SUM_COLUMNS = ("jobs", "gpu_s", "measured_s", "util_s", "idle_s", "idle_multi", "idle_multi_s", "no_metrics",
-               "wait_sum", "wait_n", "wait_max", "n_nvml", "n_dcgm", "n_slurm", "n_simulated")
+SOURCES_TABLE = "usage_rollup_sources"  # per bucket, key and metric source: the GPU records with metrics
 
 _MARK_SQL = ("INSERT INTO rollup_buckets (lo, hi, max_end, stale) VALUES (?, ?, ?, 1) "
              "ON CONFLICT (lo, hi) DO UPDATE SET stale = 1, max_end = CASE WHEN rollup_buckets.max_end IS NULL "
@@ -66,12 +68,10 @@ def mark(store: Store, runs: Iterable[tuple], cur=None) -> None:
 
 
 def _refresh_hours_sql() -> str:
-    """The hour rows of one UTC day [?, ?), every hour of it in one statement."""
-    from slurmkit.report.query import run_figures_sql
-
-    figures, g_sql = run_figures_sql(seconds="(j.end_time - j.start_time)", first="1",
-                                     jobs_filter="j.start_time >= ? AND j.start_time < ?")
-    sums = ", ".join(f"{'MAX' if c == 'wait_max' else 'SUM'}({c})" for c in SUM_COLUMNS)
+    """The hour rows of one UTC day [?, ?), every hour of it in one statement (parameters: idle threshold, the
+    day twice)."""
+    g_sql = runsql.per_run_gpus(jobs_filter="j.start_time >= ? AND j.start_time < ?")
+    figures = runsql.select_list(runsql.run_figures(seconds="(j.end_time - j.start_time)", first="1"))
     keys = ", ".join(KEY_COLUMNS)
     return f"""INSERT INTO usage_rollup (lo, hi, {keys}, {', '.join(SUM_COLUMNS)})
 WITH {g_sql},
@@ -80,40 +80,52 @@ r AS (
     FROM jobs j LEFT JOIN g ON g.cluster = j.cluster AND g.job_id = j.job_id AND g.run = j.run
     WHERE j.gpus > 0 AND j.end_time IS NOT NULL AND j.start_time >= ? AND j.start_time < ?
 )
-SELECT h, h + {HOUR}, {keys}, {sums} FROM r GROUP BY h, {keys}"""
+SELECT h, h + {HOUR}, {keys}, {runsql.sums()} FROM r GROUP BY h, {keys}"""
 
 
-def _refresh_sum_sql(part: int) -> str:
-    """The rows of bucket [?, ?) summed from its parts (buckets of `part` seconds inside it: hours or days)."""
-    sums = ", ".join(f"{'MAX' if c == 'wait_max' else 'SUM'}({c})" for c in SUM_COLUMNS)
+def _refresh_hour_sources_sql() -> str:
+    """The per-source rows of the hours of one UTC day [?, ?) (parameters: the day twice)."""
+    gs_sql = runsql.per_run_sources(jobs_filter="j.start_time >= ? AND j.start_time < ?")
+    keys, jkeys = ", ".join(KEY_COLUMNS), ", ".join(f"j.{k}" for k in KEY_COLUMNS)
+    return f"""INSERT INTO {SOURCES_TABLE} (lo, hi, {keys}, source, gpu_records)
+WITH {gs_sql}
+SELECT j.start_time / {HOUR} * {HOUR}, j.start_time / {HOUR} * {HOUR} + {HOUR}, {jkeys}, gs.source, SUM(gs.n)
+FROM jobs j JOIN gs ON gs.cluster = j.cluster AND gs.job_id = j.job_id AND gs.run = j.run
+WHERE j.gpus > 0 AND j.end_time IS NOT NULL AND j.start_time >= ? AND j.start_time < ?
+GROUP BY j.start_time / {HOUR}, {jkeys}, gs.source"""
+
+
+def _refresh_sum_sql(part: int) -> tuple[str, str]:
+    """The rows of bucket [?, ?) summed from its parts (buckets of `part` seconds inside it: hours or days):
+    (usage_rollup statement, usage_rollup_sources statement)."""
     keys = ", ".join(KEY_COLUMNS)
-    return f"""INSERT INTO usage_rollup (lo, hi, {keys}, {', '.join(SUM_COLUMNS)})
-SELECT ?, ?, {keys}, {sums} FROM usage_rollup
-WHERE lo >= ? AND hi <= ? AND hi - lo = {part} GROUP BY {keys}"""
+    inside = f"WHERE lo >= ? AND hi <= ? AND hi - lo = {part}"
+    return (f"INSERT INTO usage_rollup (lo, hi, {keys}, {', '.join(SUM_COLUMNS)})\n"
+            f"SELECT ?, ?, {keys}, {runsql.sums()} FROM usage_rollup {inside} GROUP BY {keys}",
+            f"INSERT INTO {SOURCES_TABLE} (lo, hi, {keys}, source, gpu_records)\n"
+            f"SELECT ?, ?, {keys}, source, SUM(gpu_records) FROM {SOURCES_TABLE} {inside} GROUP BY {keys}, source")
 
 
 def refresh(store: Store, idle_pct: float | None = None) -> int:
     """Recompute the stale hours, then the days and months holding them, in one transaction. An hour is recomputed
-    with every other hour of its day (one statement per day). Returns the hours recomputed."""
-    from slurmkit.report.figures import IDLE_UTIL_PCT
-
+    with every other hour of its day (one statement per day and table). Returns the hours recomputed."""
     idle_pct = IDLE_UTIL_PCT if idle_pct is None else idle_pct
-    if store.dialect == "sqlite":
-        store.conn.execute("BEGIN IMMEDIATE")
-    cur = store.conn.cursor()
-    try:
+    with store.transaction() as cur:
         lock = " FOR UPDATE" if store.dialect == "postgresql" else ""
         cur.execute(store.sql(f"SELECT lo FROM rollup_buckets WHERE hi - lo = {HOUR} "
                               f"AND (stale = 1 OR idle_pct IS NULL OR idle_pct <> ?) ORDER BY lo{lock}"), [idle_pct])
         hours = [lo for (lo,) in cur.fetchall()]
         days = sorted({lo // DAY * DAY for lo in hours})
-        hours_sql, day_sql, month_sql = (store.sql(_refresh_hours_sql()), store.sql(_refresh_sum_sql(HOUR)),
-                                         store.sql(_refresh_sum_sql(DAY)))
+        hours_sql, sources_sql = store.sql(_refresh_hours_sql()), store.sql(_refresh_hour_sources_sql())
+        day_sql = [store.sql(q) for q in _refresh_sum_sql(HOUR)]
+        month_sql = [store.sql(q) for q in _refresh_sum_sql(DAY)]
         for lo in days:
             hi = lo + DAY
-            cur.execute(store.sql(f"DELETE FROM usage_rollup WHERE lo >= ? AND hi <= ? AND hi - lo = {HOUR}"),
-                        [lo, hi])
+            for table in ("usage_rollup", SOURCES_TABLE):
+                cur.execute(store.sql(f"DELETE FROM {table} WHERE lo >= ? AND hi <= ? AND hi - lo = {HOUR}"),
+                            [lo, hi])
             cur.execute(hours_sql, [idle_pct, lo, hi, lo, hi])
+            cur.execute(sources_sql, [lo, hi, lo, hi])
             cur.execute(store.sql(f"UPDATE rollup_buckets SET stale = 0, idle_pct = ?, max_end = (SELECT MAX("
                                   f"COALESCE(j.end_time, j.start_time)) FROM jobs j WHERE j.start_time >= "
                                   f"rollup_buckets.lo AND j.start_time < rollup_buckets.hi) "
@@ -121,17 +133,14 @@ def refresh(store: Store, idle_pct: float | None = None) -> int:
             _sum_bucket(store, cur, day_sql, lo, hi, idle_pct)
         for lo, hi in sorted({month_of(lo) for lo in days}):
             _sum_bucket(store, cur, month_sql, lo, hi, idle_pct)
-    except BaseException:
-        store.conn.rollback() if store.dialect == "postgresql" else store.conn.execute("ROLLBACK")
-        raise
-    store.conn.commit() if store.dialect == "postgresql" else store.conn.execute("COMMIT")
     return len(hours)
 
 
-def _sum_bucket(store: Store, cur, sql: str, lo: int, hi: int, idle_pct: float) -> None:
+def _sum_bucket(store: Store, cur, sql: list[str], lo: int, hi: int, idle_pct: float) -> None:
     """A day's or month's rows and bucket, from its parts' (clean, just recomputed)."""
-    cur.execute(store.sql("DELETE FROM usage_rollup WHERE lo = ? AND hi = ?"), [lo, hi])
-    cur.execute(sql, [lo, hi, lo, hi])
+    for table, statement in zip(("usage_rollup", SOURCES_TABLE), sql, strict=True):
+        cur.execute(store.sql(f"DELETE FROM {table} WHERE lo = ? AND hi = ?"), [lo, hi])
+        cur.execute(statement, [lo, hi, lo, hi])
     cur.execute(store.sql("INSERT INTO rollup_buckets (lo, hi, stale, idle_pct) VALUES (?, ?, 0, ?) "
                           "ON CONFLICT (lo, hi) DO UPDATE SET stale = 0, idle_pct = excluded.idle_pct"),
                 [lo, hi, idle_pct])
@@ -140,10 +149,8 @@ def _sum_bucket(store: Store, cur, sql: str, lo: int, hi: int, idle_pct: float) 
 def rebuild(store: Store, idle_pct: float | None = None) -> int:
     """Mark every hour that holds job runs stale and refresh: for stores written by hand or by an older slurmkit.
     Returns the hours recomputed."""
-    cur = store.conn.cursor()
-    cur.execute(store.sql(BACKFILL_SQL))
-    if store.dialect == "postgresql":
-        store.conn.commit()
+    with store.transaction() as cur:
+        cur.execute(store.sql(BACKFILL_SQL))
     return refresh(store, idle_pct)
 
 

@@ -18,8 +18,9 @@ import uuid
 from pathlib import Path
 
 from slurmkit.accounting import sacct, spool
+from slurmkit.record import JOB_COLUMNS
 from slurmkit.site.model import load_site
-from slurmkit.store.ingest import JOB_COLUMNS
+from slurmkit.slurm import sacct as sacct_cmd
 
 ROOT = Path(__file__).resolve().parents[2]
 SK = str(Path(sys.executable).parent / "sk")
@@ -48,7 +49,7 @@ def sacct_runs(job_ids: list[int], timeout: float = 30) -> list[dict]:
     a job's row asynchronously (right after the end, Partition can still be empty): wait until it has."""
     deadline = time.monotonic() + timeout
     while True:
-        rows = sacct.parse(sacct.run_sacct(sacct.sacct_command(job_ids=job_ids)))
+        rows = sacct_cmd.parse(sacct_cmd.run_sacct(sacct_cmd.sacct_command(job_ids=job_ids)))
         runs = [r for r in sacct.number_runs(rows, "sacct") if sacct.ended(r)]
         if all(r["partition"] and r["account"] for r in runs) or time.monotonic() > deadline:
             return runs

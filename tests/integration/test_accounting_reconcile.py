@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from slurmkit.accounting import sacct
+from slurmkit.slurm import sacct as sacct_cmd
 from slurmkit.slurm import scontrol
 from tests.integration import accounting as acct
 
@@ -109,7 +109,7 @@ def test_reconcile_adds_node_gpu_summaries_kept_in_the_admin_comment(devcluster,
     acct.wait_final([job_id], timeout=120)
     [run] = acct.sacct_runs([job_id])
     for _ in range(30):  # slurmdbd stores the comment asynchronously
-        if "SK1:" in sacct.admin_comments([job_id]).get(job_id, ""):
+        if "SK1:" in sacct_cmd.admin_comments([job_id]).get(job_id, ""):
             break
         time.sleep(1)
     store = tmp_path / "store.db"

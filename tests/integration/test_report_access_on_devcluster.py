@@ -17,12 +17,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from report_store import scenario
 
 from tests.integration.jobs import DEVSITE
 
 pytestmark = pytest.mark.integration
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from report_store import scenario  # noqa: E402
 
 SK = str(Path(sys.executable).parent / "sk")
 DAY = ["--since", "2026-11-01", "--until", "2026-11-02"]

@@ -48,6 +48,24 @@ def test_sbatch_reads_back_the_planned_options_for_any_values(tmp_path, name, wo
     assert argv and argv == planned_argv(plan)
 
 
+def held_job(job_id: str) -> dict[str, str]:
+    """What slurmctld stored, from `scontrol show job` (Slurm 22.05's scontrol has no --json). In the multi-line
+    form, JobName is the rest of the first line and WorkDir/StdOut are lines of their own, so values with spaces,
+    '=' and '#' read back whole; the other fields are space-separated key=value pairs."""
+    out = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, check=True,
+                         timeout=30).stdout
+    first, *rest = out.splitlines()
+    job = {"JobName": first.split(" JobName=", 1)[1]}
+    for line in rest:
+        line = line.strip()
+        key, _, value = line.partition("=")
+        if key in ("WorkDir", "StdOut", "StdErr", "Command"):
+            job[key] = value
+        else:
+            job.update(pair.split("=", 1) for pair in line.split(" ") if "=" in pair)
+    return job
+
+
 def test_a_held_job_keeps_a_name_and_workdir_with_spaces_quotes_and_hashes(tmp_path):
     workdir = tmp_path / 'my project #1 "x" \\ it\'s'
     workdir.mkdir()
@@ -60,13 +78,13 @@ def test_a_held_job_keeps_a_name_and_workdir_with_spaces_quotes_and_hashes(tmp_p
     assert run.returncode == 0, run.stderr
     job_id = run.stdout.strip().split(";")[0]
     try:
-        job = json.loads(subprocess.run(["scontrol", "show", "job", job_id, "--json"], capture_output=True,
-                                        check=True, timeout=30).stdout)["jobs"][0]
-        assert job["name"] == name
-        assert job["current_working_directory"] == str(workdir)
-        assert job["standard_output"] == str(workdir / "out #%j.log")
-        # the options inside the name were not read as options (--exclusive shows as shared: [none])
-        assert job["shared"] == [] and "gpu" not in job["tres_per_task"]
+        job = held_job(job_id)
+        assert job["JobName"] == name
+        assert job["WorkDir"] == str(workdir)
+        assert job["StdOut"] == str(workdir / f"out #{job_id}.log")  # scontrol's text form expands %j
+        # the options inside the name were not read as options: not exclusive (OverSubscribe=NO would be), and no
+        # per-task GPUs (a TresPerTask with gpu)
+        assert job["OverSubscribe"] == "OK" and "gpu" not in job.get("TresPerTask", "")
     finally:
         subprocess.run(["scancel", job_id], check=False, timeout=30)
 

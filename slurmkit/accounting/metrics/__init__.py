@@ -20,7 +20,9 @@ the energy counter every interval. Sources:
   ``last-poll-not-average``, for jobs without any node summary). Choosing it on a node gives the flagged record
   without metrics (SourceUnavailable) with a message that says so.
 
-Only the standard library is imported here; nvml/simulated modules are imported by open_source() on demand.
+The sources are registered in slurmkit/record.py (METRIC_SOURCES: name, real or not, implementing module); a
+node source's module has ``make(key=, node=, interval_s=, trace=, gpu_map=)``. Only the standard library is
+imported here; a source's module is imported by open_source() on demand.
 """
 
 from __future__ import annotations
@@ -28,11 +30,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
-SOURCES = ("nvml", "simulated", "dcgm")  # implemented; "auto" means nvml
-NOT_IMPLEMENTED = {
-    "slurm": "Slurm gres/gpuutil is not a node metric source: it is read from sacct after the job "
-             "(slurmkit.accounting.slurm_gpuutil); use nvml or dcgm on the node",
-}
+from slurmkit.record import BY_SOURCE, METRIC_SOURCES
+
+AUTO = "nvml"  # what accounting.metric_source "auto" means
+SOURCES = tuple(s.name for s in METRIC_SOURCES if s.on_node)  # the sources a node can sample
 
 
 class SourceUnavailable(Exception):
@@ -124,18 +125,12 @@ def open_source(name: str, *, key: str, node: str, interval_s: float, trace: str
                 gpu_map: dict[int, str] | None = None) -> MetricSource | SummarySource:
     """The source called `name` (site config accounting.metric_source). `key` identifies the job run
     (cluster/job/run) and seeds the simulated source; raises SourceUnavailable."""
-    if name in ("nvml", "auto"):
-        from slurmkit.accounting.metrics.nvml import NvmlSource
+    entry = BY_SOURCE.get(AUTO if name == "auto" else name)
+    if entry is None:
+        raise SourceUnavailable(f"unknown metric source {name!r} (expected auto, {', '.join(SOURCES)})")
+    if entry.module is None:
+        raise SourceUnavailable(entry.note or f"{name} is not a node metric source")
+    import importlib
 
-        return NvmlSource(gpu_map=gpu_map)
-    if name == "simulated":
-        from slurmkit.accounting.metrics.simulated import SimulatedSource
-
-        return SimulatedSource(key=key, node=node, interval_s=interval_s, trace=trace)
-    if name == "dcgm":
-        from slurmkit.accounting.metrics.dcgm import DcgmSource
-
-        return DcgmSource(key=key, gpu_map=gpu_map)
-    if name in NOT_IMPLEMENTED:
-        raise SourceUnavailable(NOT_IMPLEMENTED[name])
-    raise SourceUnavailable(f"unknown metric source {name!r} (expected auto, nvml, dcgm or simulated)")
+    return importlib.import_module(entry.module).make(key=key, node=node, interval_s=interval_s, trace=trace,
+                                                      gpu_map=gpu_map)

@@ -269,3 +269,9 @@ def summarize(stats: dict) -> tuple[dict, list[str]]:
     return {"util_mean": stats["sm_util_avg"], "util_max": stats["sm_util_max"], "idle_fraction": None,
             "mem_max_mib": None if mem is None else round(mem / MIB), "energy_j": energy,
             "power_max_w": stats["power_max_w"], "samples": None}, flags
+
+
+def make(*, key: str, node: str, interval_s: float, trace: str | None = None,
+         gpu_map: dict[int, str] | None = None) -> DcgmSource:
+    """The source for the registry (slurmkit/record.py METRIC_SOURCES; metrics.open_source calls it)."""
+    return DcgmSource(key=key, gpu_map=gpu_map)

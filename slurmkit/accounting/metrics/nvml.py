@@ -99,3 +99,9 @@ class NvmlSource:
         if self._nvml is not None and self._handles:
             with contextlib.suppress(self._nvml.NVMLError):
                 self._nvml.nvmlShutdown()
+
+
+def make(*, key: str, node: str, interval_s: float, trace: str | None = None,
+         gpu_map: dict[int, str] | None = None) -> NvmlSource:
+    """The source for the registry (slurmkit/record.py METRIC_SOURCES; metrics.open_source calls it)."""
+    return NvmlSource(gpu_map=gpu_map)

@@ -106,3 +106,9 @@ class SimulatedSource:
 
     def close(self) -> None:
         pass
+
+
+def make(*, key: str, node: str, interval_s: float, trace: str | None = None,
+         gpu_map: dict[int, str] | None = None) -> SimulatedSource:
+    """The source for the registry (slurmkit/record.py METRIC_SOURCES; metrics.open_source calls it)."""
+    return SimulatedSource(key=key, node=node, interval_s=interval_s, trace=trace)

@@ -1,0 +1,135 @@
+"""The `sacct` command: build the call, run it, split its parsable output (Slurm 22.05 fields).
+
+Generic Slurm accounting access, shared by reconcile and import-sacct (slurmkit/accounting/sacct.py
+builds job records from these rows), `sk report --from-sacct` and the gres/gpuutil reader
+(slurmkit/accounting/slurm_gpuutil.py). Standard library only: no pandas or click.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+from slurmkit.errors import BackendError, BackendUnavailable
+
+# JobName comes last: it is the only free-text field and may contain the '|' delimiter.
+FIELDS = ("JobID", "JobIDRaw", "DBIndex", "Cluster", "User", "UID", "Account", "Partition", "QOS", "State",
+          "ExitCode", "Submit", "Start", "End", "ElapsedRaw", "NodeList", "NNodes", "AllocCPUS", "AllocTRES",
+          "JobName")
+# States of a run that has ended (Slurm 22.05 job_state_string); RUNNING/PENDING/SUSPENDED rows are not records.
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
+         "DEADLINE", "REQUEUED", "REVOKED"}
+# 125_0 (array task), 131+1 (het job component), 129_[0-4] (an array's tasks that never started: one record).
+_JOBID = re.compile(r"^(\d+)(?:_(\d+)|\+(\d+)|_\[([^\]]*)\])?$")
+JOB_ID_CHUNK = 200  # job ids per `sacct -j` call (keeps the command line short)
+
+
+def _slurm_time(epoch: int) -> str:
+    """sacct -S/-E take local time (SLURM_TIME_FORMAT does not apply to input)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
+
+
+def sacct_command(*, since: int | None = None, until: int | None = None, job_ids: Iterable[int] = (),
+                  users: Sequence[str] | None = None, cluster: str | None = None,
+                  states: Iterable[str] = ()) -> list[str]:
+    """The sacct call. Without `states`, -S/-E select every run that overlapped the window (running ones too);
+    with them, only runs that were in one of those states in the window: for end states, runs that ENDED in it,
+    including runs that never started (cancelled while pending; 22.05.8, tests/data/accounting/README.md).
+    sacct needs -E with -s (it lists nothing otherwise), so `until` must then be given."""
+    cmd = ["sacct", "--duplicates", "--allocations", "-P", "-n", "-o", ",".join(FIELDS)]
+    if states:
+        if until is None:
+            raise ValueError("sacct -s needs an end time (-E)")
+        cmd += ["-s", ",".join(sorted(states))]
+    ids = [str(int(j)) for j in job_ids]
+    if ids:
+        cmd += ["-j", ",".join(ids)]  # without -S, `-j` searches all time (22.05)
+    if since is not None:
+        cmd += ["-S", _slurm_time(since)]
+    if until is not None:
+        cmd += ["-E", _slurm_time(until)]
+    if users:
+        cmd += ["-u", ",".join(users)]
+    else:
+        cmd += ["-a"]
+    if cluster:
+        cmd += ["-M", cluster]
+    return cmd
+
+
+def run_sacct(cmd: list[str], timeout_s: float = 600.0) -> str:
+    """Run sacct with epoch times in its output (SLURM_TIME_FORMAT=%s: no local-time parsing)."""
+    env = {**os.environ, "SLURM_TIME_FORMAT": "%s"}
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+    except FileNotFoundError:
+        raise BackendUnavailable("sacct not found", hint="run this on a host with the Slurm client tools") from None
+    except subprocess.TimeoutExpired:
+        raise BackendUnavailable(f"sacct did not answer in {timeout_s:.0f} s (is slurmdbd up?)") from None
+    if res.returncode != 0:
+        msg = res.stderr.strip() or f"exit status {res.returncode}"
+        raise BackendError(f"sacct failed: {msg}", hint="check slurmdbd (sacctmgr show cluster) and your rights "
+                                                        "(other users' jobs need root or an operator)")
+    return res.stdout
+
+
+def parse_time(value: str) -> int | None:
+    """Epoch from sacct output: `%s` epochs (our runs) or ISO local time (recorded default-format output)."""
+    if value in ("", "Unknown", "None"):
+        return None
+    if value.isdigit():
+        return int(value)
+    try:
+        return int(dt.datetime.fromisoformat(value).timestamp())
+    except ValueError:
+        return None
+
+
+def parse_int(value: str) -> int | None:
+    return int(value) if value.strip().isdigit() else None
+
+
+def parse(text: str) -> list[dict[str, str]]:
+    """Rows of `sacct -P -n -o FIELDS` as dicts (JobName may contain '|': it is the last field)."""
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|", len(FIELDS) - 1)
+        if len(parts) != len(FIELDS):
+            raise BackendError(f"unexpected sacct line ({len(parts)} fields, expected {len(FIELDS)}): {line!r}")
+        rows.append(dict(zip(FIELDS, parts, strict=True)))
+    return rows
+
+
+def admin_comments(job_ids: Sequence[int], *, cluster: str | None = None,
+                   run: Callable[[list[str]], str] = run_sacct) -> dict[int, str]:
+    """AdminComment of each job (JobIDRaw -> text; runs of one job share it), for the AdminComment transport of
+    node GPU summaries (slurmkit/accounting/admin_comment.py). A query of its own with AdminComment as the last
+    field: it is free text, like JobName."""
+    out: dict[int, str] = {}
+    ids = sorted({int(j) for j in job_ids})
+    for i in range(0, len(ids), JOB_ID_CHUNK):
+        cmd = [*sacct_command(job_ids=ids[i:i + JOB_ID_CHUNK], cluster=cluster)]
+        cmd[cmd.index("-o") + 1] = "JobIDRaw,AdminComment"
+        for line in run(cmd).splitlines():
+            job, sep, text = line.partition("|")
+            if sep and job.isdigit() and text.strip():
+                out[int(job)] = text.strip()
+    return out
+
+
+def parse_job_id(text: str) -> tuple[int | None, int | None, int | None, int | None]:
+    """(array job id, array task id, het job id, het job offset) of a JobID like 125_0, 131+1 or 129_[0-4]."""
+    m = _JOBID.match(text)
+    if not m:
+        return None, None, None, None
+    array_job = int(m.group(1)) if m.group(2) is not None or m.group(4) is not None else None
+    array_task = int(m.group(2)) if m.group(2) is not None else None
+    het_job = int(m.group(1)) if m.group(3) is not None else None
+    het_offset = int(m.group(3)) if m.group(3) is not None else None
+    return array_job, array_task, het_job, het_offset
