@@ -42,17 +42,14 @@ def sent_keys(store: Store, notice: str = IDLE_GPUS) -> set[tuple[str, int, int]
     if not has_table(store):
         return set()
     rows = store.execute("SELECT cluster, job_id, run FROM notices WHERE notice = ?", (notice,)).fetchall()
-    if store.dialect == "postgresql":
-        store.conn.commit()  # end the read's transaction: the sends below each open their own
+    store.end_read()  # the sends below each open their own transaction
     return {(c, int(j), int(r)) for c, j, r in rows}
 
 
 def send_once(store: Store, n: Notice, send: Callable[[], None], *, now: float | None = None) -> bool:
     """Record `n` and call `send` in one transaction. False (nothing sent) when the job run already has this
     notice; an exception from `send` rolls the record back and propagates."""
-    if store.dialect == "sqlite":
-        store.conn.execute("BEGIN IMMEDIATE")
-    try:
+    with store.transaction():
         cur = store.execute(
             "INSERT INTO notices (notice, cluster, job_id, run, user_name, recipient, phase, idle_gpus, idle_s, "
             "sent_at, message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
@@ -60,11 +57,6 @@ def send_once(store: Store, n: Notice, send: Callable[[], None], *, now: float |
             (n.notice, n.cluster, n.job_id, n.run, n.user_name, n.recipient, n.phase, n.idle_gpus,
              round(n.idle_s, 1), int(time.time() if now is None else now), n.message_id))
         if cur.rowcount != 1:
-            store.conn.rollback()
-            return False
-        send()
-    except BaseException:
-        store.conn.rollback()
-        raise
-    store.conn.commit()
+            return False  # already sent: the insert did nothing, so the commit writes nothing
+        send()  # raises -> the transaction rolls the record back
     return True
