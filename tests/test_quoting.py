@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -219,12 +220,11 @@ def planned_argv(plan) -> list[str]:
 @given(name=field_text, workdir=field_text, output=field_text, user=field_text, constraint=field_text)
 def test_every_sbatch_option_of_a_rendered_script_is_read_back_as_planned(version, name, workdir, output, user,
                                                                            constraint):
-    import json
 
     spec = {"name": name, "launcher": "none", "gpus_per_node": 1, "command": ["true"], "workdir": workdir,
             "output": output, "error": output + ".err", "mail": {"user": user},
             "sbatch_extra": {"constraint": constraint, "hold": None}}
-    src = loads(json.dumps(spec, ensure_ascii=False), "t.yaml")
+    src = loads(yaml.safe_dump(spec, allow_unicode=True), "t.yaml")
     plan = make_plan(spec_from_source(src), load_site(DEVSITE), src)
     assert sbatch_directives(render(plan), version) == planned_argv(plan)
 

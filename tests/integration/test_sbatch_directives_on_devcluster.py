@@ -11,6 +11,7 @@ import json
 import subprocess
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, example, given, settings
 
 from slurmkit.config.source import loads
@@ -26,7 +27,7 @@ PREFIX = b'sbatch: debug2: Found in script, argument "'
 
 
 def plan_for(spec: dict):
-    src = loads(json.dumps(spec, ensure_ascii=False), "t.yaml")
+    src = loads(yaml.safe_dump(spec, allow_unicode=True), "t.yaml")
     return make_plan(spec_from_source(src), load_site(DEVSITE), src)
 
 
@@ -49,9 +50,17 @@ def test_sbatch_reads_back_the_planned_options_for_any_values(tmp_path, name, wo
 
 
 def held_job(job_id: str) -> dict[str, str]:
-    """What slurmctld stored, from `scontrol show job` (Slurm 22.05's scontrol has no --json). In the multi-line
-    form, JobName is the rest of the first line and WorkDir/StdOut are lines of their own, so values with spaces,
-    '=' and '#' read back whole; the other fields are space-separated key=value pairs."""
+    """What slurmctld stored. `scontrol show job --json` where scontrol has it (25.11: exact values, %j unexpanded);
+    Slurm 22.05's scontrol has no --json, and its multi-line text form is exact for these fields: JobName is the
+    rest of the first line, WorkDir/StdOut are lines of their own (25.11's text form drops backslashes, so it is not
+    used there)."""
+    run = subprocess.run(["scontrol", "show", "job", job_id, "--json"], capture_output=True, text=True, timeout=30)
+    if run.returncode == 0:
+        j = json.loads(run.stdout)["jobs"][0]
+        return {"JobName": j["name"], "WorkDir": j["current_working_directory"], "StdOut": j["standard_output"],
+                "OverSubscribe": "OK" if j["shared"] == [] else str(j["shared"]),  # [none] when exclusive
+                "TresPerTask": j.get("tres_per_task", "")}
+    assert "unrecognized option" in run.stderr, run.stderr
     out = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, check=True,
                          timeout=30).stdout
     first, *rest = out.splitlines()
@@ -63,6 +72,7 @@ def held_job(job_id: str) -> dict[str, str]:
             job[key] = value
         else:
             job.update(pair.split("=", 1) for pair in line.split(" ") if "=" in pair)
+    job["StdOut"] = job["StdOut"].replace(job_id, "%j")  # the text form expands %j
     return job
 
 
@@ -81,7 +91,7 @@ def test_a_held_job_keeps_a_name_and_workdir_with_spaces_quotes_and_hashes(tmp_p
         job = held_job(job_id)
         assert job["JobName"] == name
         assert job["WorkDir"] == str(workdir)
-        assert job["StdOut"] == str(workdir / f"out #{job_id}.log")  # scontrol's text form expands %j
+        assert job["StdOut"] == str(workdir / "out #%j.log")
         # the options inside the name were not read as options: not exclusive (OverSubscribe=NO would be), and no
         # per-task GPUs (a TresPerTask with gpu)
         assert job["OverSubscribe"] == "OK" and "gpu" not in job.get("TresPerTask", "")
