@@ -21,12 +21,12 @@ NODE_TYPES = partition_node_types(load_site(Path(__file__).resolve().parents[1] 
 
 
 def add_job(store, job_id, *, user, account="phys", partition="gpu", gpus=1, start, end, submit=None, run=0,
-            gpu_types="a100", array=None, cluster="dev"):
+            gpu_types="a100", array=None, cluster="dev", state="COMPLETED"):
     """One job run, as the jobcomp hook records it (no node_type: ingest names it from the partition)."""
     rec = {"version": 1, "kind": "job", "cluster": cluster, "job_id": job_id, "run": run,
            "array_job_id": array[0] if array else None, "array_task_id": array[1] if array else None,
            "job_name": f"job{job_id}", "user_name": user, "account": account, "partition": partition,
-           "qos": "normal", "state": "COMPLETED", "submit_time": submit if submit is not None else start,
+           "qos": "normal", "state": state, "submit_time": submit if submit is not None else start,
            "start_time": start, "end_time": end, "elapsed_s": end - start, "nodes": "gpu01", "node_count": 1,
            "gpus": gpus, "gpu_types": gpu_types, "source": "jobcomp"}
     store.execute(f"INSERT INTO jobs ({', '.join(JOB_COLUMNS)}) VALUES ({', '.join('?' for _ in JOB_COLUMNS)})",

@@ -239,3 +239,22 @@ def test_a_report_by_total_prints_its_row_once(tmp_path):
     table = text.split("jobs with idle GPUs:")[0].splitlines()
     header = next(i for i, line in enumerate(table) if line.startswith("----"))
     assert len([line for line in table[header + 1:] if line.strip()]) == 1, text
+
+
+def test_report_job_of_an_array_id_shows_every_task_and_the_total(tmp_path):
+    from slurmkit.store.db import open_store
+
+    db = tmp_path / "arr.db"
+    s = open_store(str(db))
+    # array 200: tasks 0..2 have their own job ids 201..203; task 1 failed with an idle GPU
+    for task, (state, util) in enumerate([("COMPLETED", 80), ("FAILED", 1), ("COMPLETED", 70)]):
+        add_job(s, 201 + task, user="dave", gpus=1, start=T0, end=T0 + H, array=(200, task), state=state)
+        add_gpus(s, 201 + task, [util])
+    s.close()
+    out = sk("report", "job", "200", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    assert [line.split(":")[0] for line in out.stdout.splitlines() if line.startswith("job ")] == [
+        "job 201 (array 200_0) on dev", "job 202 (array 200_1) on dev", "job 203 (array 200_2) on dev"]
+    assert "total: 3 runs (2 COMPLETED, 1 FAILED), 3.00 GPU-h, 1 of 3 measured GPUs idle" in out.stdout
+    one = sk("report", "job", "200_1", "--db", str(db))
+    assert one.returncode == 0 and "job 202 (array 200_1)" in one.stdout and "total:" not in one.stdout

@@ -32,10 +32,20 @@ class JobRun:
         return (j["end_time"] - j["start_time"]) / 3600
 
 
+def _measured(run: JobRun) -> list[dict[str, Any]]:
+    return [g for g in run.gpus if g["util_mean"] is not None]
+
+
+def verdict_counts(run: JobRun, idle_pct: float = IDLE_UTIL_PCT) -> tuple[int, int]:
+    """(idle GPUs, GPUs with metrics) of one run."""
+    measured = _measured(run)
+    return sum(g["util_mean"] < idle_pct for g in measured), len(measured)
+
+
 def verdict(run: JobRun, idle_pct: float = IDLE_UTIL_PCT) -> str:
     """'3 of 4 GPUs were idle ...' in words; unknown stays unknown."""
     allocated = int(run.job["gpus"] or 0)
-    measured = [g for g in run.gpus if g["util_mean"] is not None]
+    measured = _measured(run)
     if allocated == 0:
         return "this job had no GPUs allocated"
     if not measured:
@@ -59,15 +69,17 @@ def verdict(run: JobRun, idle_pct: float = IDLE_UTIL_PCT) -> str:
 
 
 def load_job(store: Store, ref: str, scope: Scope) -> list[JobRun]:
-    """Every run of job `ref` (a job id, or ARRAYID_TASK), visible to `scope`."""
+    """Every run of job `ref`, visible to `scope`: a job id (an array's id: every task of the array, in task order),
+    or ARRAYID_TASK."""
     m = _JOBREF.match(ref.strip())
     if not m:
         raise InputError(Problem(f"not a job id: {ref!r}", key="JOBID", hint="e.g. 1234 or 1234_7 (array task)"))
     if m.group(2) is None:
-        where, params = "job_id = ?", [int(m.group(1))]
+        where, params = "job_id = ? OR array_job_id = ?", [int(m.group(1))] * 2
     else:
         where, params = "array_job_id = ? AND array_task_id = ?", [int(m.group(1)), int(m.group(2))]
-    cur = store.execute(f"SELECT {', '.join(JOB_COLS)} FROM jobs WHERE {where} ORDER BY cluster, run", params)
+    cur = store.execute(f"SELECT {', '.join(JOB_COLS)} FROM jobs WHERE {where} "
+                        "ORDER BY cluster, array_task_id, run", params)
     jobs = [dict(zip(JOB_COLS, row, strict=False)) for row in cur.fetchall()]
     hidden = [j for j in jobs if not scope.everyone and j["user_name"] != scope.user]
     jobs = [j for j in jobs if j not in hidden]
@@ -115,7 +127,24 @@ def render(runs: list[JobRun], fmt_time) -> str:
                 node, source = for_terminal(g["node"]), for_terminal(g["source"])
                 out.append(f"  {node:<12} {g['gpu_index']:>3} {_f(g['util_mean']):>7} {_f(g['util_max']):>6} "
                            f"{_f(idle):>6} {mem:>18} {_f(energy):>9}  {source}")
+    total = total_line(runs)
+    if total:
+        out.append(total)
     return "\n".join(out)
+
+
+def total_line(runs: list[JobRun]) -> str | None:
+    """The sum over an array's tasks (or a requeued job's runs), when there is more than one run."""
+    if len(runs) < 2:
+        return None
+    states: dict[str, int] = {}
+    for r in runs:
+        states[r.job["state"]] = states.get(r.job["state"], 0) + 1
+    gpu_h = sum(r.hours * (r.job["gpus"] or 0) for r in runs)
+    counts = [verdict_counts(r) for r in runs]
+    idle, measured = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    per_state = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+    return (f"total: {len(runs)} runs ({per_state}), {gpu_h:.2f} GPU-h, {idle} of {measured} measured GPUs idle")
 
 
 def as_dict(runs: list[JobRun]) -> list[dict[str, Any]]:
