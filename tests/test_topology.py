@@ -148,3 +148,31 @@ def test_sixteen_gpu_wide_rows_parse_cell_by_cell():
     assert t.gpu(1).links["GPU3"] == "NV6" and t.nvlink_kind() == "NV6"
     assert t.nearest_nics(2) == ("PIX", ["mlx5_1"])
     assert t.gpu(3).cpu_affinity == "0-23,48-71"
+
+
+def test_storage_ports_node_close_to_some_gpus_are_no_gpus_nearest():
+    # DGX H200-style: mlx5_1/2 are NODE to GPU0-3 (not SYS), but each of those GPUs has its own PXB NIC.
+    t = topo("h200-12nic-storage-node-distributedai.txt")
+    assert t.storage_nics() == ["mlx5_1", "mlx5_2", "mlx5_7", "mlx5_8"]
+    assert t.nearest_nics(0) == ("PXB", ["mlx5_0"]) and t.surplus_ties() == []
+
+
+def test_pix_tie_with_more_nics_than_gpus_is_reported():
+    t = topo("mooncake-2039-h100-12nic-cpuset-spaces.txt")
+    assert t.surplus_ties() == [([0], "PIX", ["mlx5_0", "mlx5_1", "mlx5_2"]),
+                                ([4], "PIX", ["mlx5_6", "mlx5_7", "mlx5_8"])]
+    # with the storage ports removed from the candidates, the rails are plain
+    rails = [n for n in t.nics if n not in ("mlx5_1", "mlx5_2", "mlx5_7", "mlx5_8")]
+    assert t.surplus_ties(rails) == [] and list(t.assign_hcas(rails).values()) == rails
+    # a fair tie (DGX A100: two GPUs, two PXB NICs) is not reported
+    assert topo("dgx-a100-40g-driver525.txt").surplus_ties() == []
+
+
+def test_respaced_short_header_and_indented_copy_parse():
+    t = topo("h200-bond-respaced-header-weiziyang.txt")  # "CPU Affinity   NUMA  GPU NUMA", then a dashed rule
+    assert [g.numa_affinity for g in t.gpus] == [0] * 4 + [1] * 4 and t.has_gpu_numa_id
+    assert t.gpu(0).cpu_affinity == "0,2-47,96-143" and t.nics[-1] == "mlx5_bond_0"
+    t = topo("h100-8x-indented-copy.txt")
+    assert [g.numa_affinity for g in t.gpus] == [0] * 4 + [1] * 4 and t.gpu(7).cpu_affinity == "48-95,144-191"
+    t = topo("mooncake-2039-h100-12nic-cpuset-spaces.txt")  # "CPU Affinity     NUMA Affinity" (5 spaces)
+    assert [g.numa_affinity for g in t.gpus] == [0] * 4 + [1] * 4

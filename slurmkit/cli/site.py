@@ -42,6 +42,12 @@ def show(site_path: str | None, as_json: bool) -> None:
             click.echo(f"    GPU{g.index}: NUMA {g.numa}, CPUs {g.cpus}, HCA {g.hca or '-'}")
 
 
+def _hca_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [] if value.strip().lower() == "none" else [v.strip() for v in value.split(",") if v.strip()]
+
+
 @site.command()
 @click.option("--from", "from_dir", metavar="DIR", help="Read saved command outputs from DIR instead of running "
               "the tools (file names below).")
@@ -54,20 +60,42 @@ def show(site_path: str | None, as_json: bool) -> None:
 @click.option("--slurm-type", metavar="TYPE", help="gres type (gres.conf Type=), default: from slurmd -G or the "
               "model name.")
 @click.option("--fabric", type=click.Choice(FABRIC_KINDS),
-              help="Fabric kind, default: from /sys/class/infiniband link_layer.")
+              help="Fabric kind, default: the compute HCAs' link layer (infiniband.txt), else their RDMA names.")
+@click.option("--sockets", type=click.IntRange(min=1), help="CPU sockets, with --cores-per-socket and "
+              "--threads-per-core, when neither lscpu nor slurmd -C output is available.")
+@click.option("--cores-per-socket", type=click.IntRange(min=1), help="Cores per socket (see --sockets).")
+@click.option("--threads-per-core", type=click.IntRange(min=1), help="Threads per core (see --sockets).")
+@click.option("--numa-nodes", type=click.IntRange(min=1), help="NUMA nodes of the node, when lscpu output (its "
+              "NUMA map) is not available.")
+@click.option("--storage-hcas", metavar="LIST", callback=_hca_list, help="Comma-separated NICs that are not compute "
+              "HCAs (`none`: every NIC is), when topo -m cannot tell and infiniband.txt is not available.")
 @json_option
 @handle_errors
 def discover(from_dir: str | None, save_dir: str | None, name: str, memory: str | None, gpu_model: str | None,
-             slurm_type: str | None, fabric: str | None, as_json: bool) -> None:
+             slurm_type: str | None, fabric: str | None, sockets: int | None, cores_per_socket: int | None,
+             threads_per_core: int | None, numa_nodes: int | None, storage_hcas: list[str] | None,
+             as_json: bool) -> None:
     """Read a GPU node's topology and print a node-type block for the site config.
 
     Run it on a GPU node: it reads `nvidia-smi topo -m`, `nvidia-smi --query-gpu`, `lscpu -p`, sysfs
-    (/sys/bus/pci/devices/*/numa_node, local_cpulist, /sys/class/infiniband), `slurmd -C` and `slurmd -G`.
-    Each GPU gets its NUMA node, CPU list and nearest compute HCA (PIX/PXB beat PHB, which beats NODE, which
-    beats SYS; ties are spread over the GPUs); HCAs that are SYS to every GPU are listed as storage_hcas.
+    (/sys/bus/pci/devices/*/numa_node, local_cpulist, /sys/class/infiniband, the process's cpuset), `slurmd -C`
+    and `slurmd -G`. Each GPU gets its NUMA node, CPU list and nearest compute HCA (PIX/PXB beat PHB, which beats
+    NODE, which beats SYS; ties are spread over the GPUs). A NIC that is no GPU's nearest NIC is listed under
+    storage_hcas; so are ports whose link layer is Ethernet on an InfiniBand host and front-end bonds; ports that
+    are not ACTIVE are left out. What it cannot know it does not guess: it exits 2 and says what to add.
 
     \b
-    Offline (--from DIR), only topo-m.txt is required:
+    Needed besides topo-m.txt (each from a file, else a flag):
+      CPU layout       lscpu.txt or slurmd-C.txt, else --sockets/--cores-per-socket/--threads-per-core
+      memory           slurmd-C.txt (RealMemory) or meminfo.txt, else --memory
+      GPU model        query-gpu.csv, else --gpu-model
+      GPU NUMA nodes   the NUMA Affinity column of topo -m, else pci.txt, else CPU Affinity + lscpu's NUMA map
+      NUMA node count  lscpu.txt (its NUMA map), else --numa-nodes
+      tied NICs        only where one GPU has more equally-near NICs than GPUs share them (a storage card
+                       beside a rail NIC): infiniband.txt, else --storage-hcas
+
+    \b
+    Files for --from DIR:
       topo-m.txt      nvidia-smi topo -m
       query-gpu.csv   nvidia-smi --query-gpu=index,uuid,pci.bus_id,name,memory.total --format=csv
       lscpu.txt       lscpu -p   (plain lscpu also accepted)
@@ -76,10 +104,13 @@ def discover(from_dir: str | None, save_dir: str | None, name: str, memory: str 
       meminfo.txt     cat /proc/meminfo
       pci.txt         "<bus id> <numa_node> <local_cpulist>" per GPU, from /sys/bus/pci/devices/
       infiniband.txt  "<hca> <port> <state> <link_layer>" per HCA port, from /sys/class/infiniband/
+                      (or the output of ibstat or ibstatus)
+      cpuset.txt      "allowed <Cpus_allowed_list>" and "online <list>" lines (/proc/self/status,
+                      /sys/devices/system/cpu/online): warns when read inside a job or container
 
     \b
     Examples:
-      sk site discover --name dgx-a100 > dgx-a100.yaml        (on a GPU node)
+      sk site discover --name dgx-a100 > dgx-a100.yaml        (on a GPU node, outside any job)
       sk site discover --save /tmp/node1                       (on the node; copy the directory)
       sk site discover --from /tmp/node1 --memory 1000G        (anywhere)
 
@@ -92,13 +123,17 @@ def discover(from_dir: str | None, save_dir: str | None, name: str, memory: str 
         for path in disc.save(facts, save_dir):
             click.echo(f"saved {path}", err=True)
     result = disc.discover(facts, name=name, memory=memory, gpu_model=gpu_model, slurm_type=slurm_type,
-                           fabric=fabric)
+                           fabric=fabric, sockets=sockets, cores_per_socket=cores_per_socket,
+                           threads_per_core=threads_per_core, numa_nodes=numa_nodes, storage_hcas=storage_hcas)
     if as_json:
         echo_json({"name": result.name, "node_type": result.node_type, "notes": result.notes,
                    "gres_conf": result.gres_conf, "missing": facts.missing})
         return
     for what, why in facts.missing.items():
         click.echo(f"note: {what}: {why}", err=True)
+    for note in result.notes:
+        if note.startswith("WARNING"):
+            click.echo(note, err=True)
     click.echo(result.yaml(), nl=False)
 
 

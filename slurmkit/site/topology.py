@@ -7,8 +7,11 @@ directly (older ones), `N/A` cells, `SOC` for `SYS` on very old drivers, ANSI co
 
 Distances, nearest first (nvidia-smi's legend): PIX (at most one PCIe bridge) < PXB (several bridges) <
 PHB (through the host bridge) < NODE (between host bridges of one NUMA node) < SYS (across the SMP
-interconnect). A NIC that is SYS to every GPU is storage-only: NCCL traffic over it would cross sockets for
-every rank (the two storage HCAs of a DGX A100 are the classic case).
+interconnect). A NIC that is no GPU's nearest NIC is not a compute HCA: on every real output in tests/data/topo
+the storage / front-end ports are farther from every GPU than that GPU's own rail NIC, whether they are SYS to all
+of them (DGX A100: mlx5_8/9, or mlx5_4/5/10/11 on the 12-port system) or NODE-close to some (DGX H100/H200:
+mlx5_1/2/7/8). Ties the matrix cannot break (a storage port PIX-close to GPU0 beside its rail NIC) are reported by
+`surplus_ties`, for the caller to resolve from the ports' link layer or to refuse.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from slurmkit.errors import InputError, Problem
 PCI_RANK = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5, "SOC": 5}
 _CELL = re.compile(r"^(X|SYS|SOC|NODE|PHB|PXB|PIX|NV\d+|N/A)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_TRAILING = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
-_TRAILING_RE = re.compile("|".join(re.escape(t) for t in _TRAILING))
+# Trailing header cells, matched with any spacing (copies re-space them) and in the short forms some copies use
+# ("NUMA", "GPU NUMA"); "GPU NUMA" must be tried before "NUMA".
+_TRAILING_RE = re.compile(r"CPU\s+Affinity|GPU\s+NUMA(?:\s+ID)?|NUMA(?:\s+Affinity)?")
+_TRAILING_NAME = {"CPU": "CPU Affinity", "GPU": "GPU NUMA ID", "NUMA": "NUMA Affinity"}
 _GPU_LABEL = re.compile(r"^GPU(\d+)$")
 _LEGEND_NIC = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 
@@ -90,38 +95,56 @@ class Topology:
                 found.append(nic)
         return (best[1] if best else None), found
 
-    def _far_from_every_gpu(self, nic: str) -> bool:
-        return all(PCI_RANK.get(self.nic_distance(g.index, nic), 5) >= PCI_RANK["SYS"] for g in self.gpus)
+    def _candidates(self, candidates: list[str] | None) -> list[str]:
+        return list(self.nics) if candidates is None else [n for n in self.nics if n in set(candidates)]
 
-    def storage_nics(self) -> list[str]:
-        """NICs that are SYS (or unknown) to every GPU while another NIC is nearer to some GPU: never for NCCL.
+    def storage_nics(self, candidates: list[str] | None = None) -> list[str]:
+        """Candidate NICs that are no GPU's nearest candidate NIC: never for NCCL.
 
-        When every NIC is SYS to every GPU (an L40S box with one NIC on the CPU's root complex,
-        tests/data/topo/nccl-tests-273-l40s-one-nic-sys.txt) there is nothing better, so they stay compute NICs.
+        One NIC SYS to every GPU with nothing nearer (an L40S box, tests/data/topo/nccl-tests-273-l40s-one-nic-sys.txt)
+        is every GPU's nearest, so it stays a compute NIC.
         """
-        far = [nic for nic in self.nics if self._far_from_every_gpu(nic)]
-        return far if len(far) < len(self.nics) else []
+        cands = self._candidates(candidates)
+        nearest: set[str] = set()
+        for g in self.gpus:
+            nearest.update(self.nearest_nics(g.index, cands)[1])
+        return [n for n in cands if n not in nearest]
 
-    def compute_nics(self) -> list[str]:
-        storage = set(self.storage_nics())
-        return [n for n in self.nics if n not in storage]
+    def compute_nics(self, candidates: list[str] | None = None) -> list[str]:
+        storage = set(self.storage_nics(candidates))
+        return [n for n in self._candidates(candidates) if n not in storage]
 
-    def assign_hcas(self) -> dict[int, str | None]:
+    def _nearest_groups(self, candidates: list[str] | None) -> dict[tuple[str, ...], list[int]]:
+        """GPUs grouped by their set of equally-nearest compute NICs."""
+        compute = self.compute_nics(candidates)
+        groups: dict[tuple[str, ...], list[int]] = defaultdict(list)
+        for g in sorted(self.gpus, key=lambda r: r.index):
+            _, near = self.nearest_nics(g.index, compute)
+            if near:
+                groups[tuple(near)].append(g.index)
+        return groups
+
+    def surplus_ties(self, candidates: list[str] | None = None) -> list[tuple[list[int], str, list[str]]]:
+        """(GPUs, distance, NICs) where more NICs tie for nearest than GPUs share them.
+
+        Two GPUs behind one switch with two NICs (DGX A100) is a fair tie; GPU0 alone with three PIX NICs (a DGX
+        H100's rail NIC plus the two ports of the storage card, tests/data/topo/mooncake-2039-*) is not: the matrix
+        cannot say which one is the rail.
+        """
+        out = []
+        for near, members in self._nearest_groups(candidates).items():
+            if len(near) > len(members):
+                out.append((members, self.nic_distance(members[0], near[0]), list(near)))
+        return out
+
+    def assign_hcas(self, candidates: list[str] | None = None) -> dict[int, str | None]:
         """Each GPU's nearest compute HCA. Ties are spread: GPUs sharing the same nearest set take them in turn.
 
         On a DGX A100 GPU0 and GPU1 are both PXB to mlx5_0 and mlx5_1; GPU0 gets mlx5_0 and GPU1 mlx5_1, so
         two ranks never share one HCA while its neighbour idles.
         """
-        compute = self.compute_nics()
-        out: dict[int, str | None] = {}
-        groups: dict[tuple[str, ...], list[int]] = defaultdict(list)
-        for g in sorted(self.gpus, key=lambda r: r.index):
-            _, near = self.nearest_nics(g.index, compute)
-            if not near:
-                out[g.index] = None
-                continue
-            groups[tuple(near)].append(g.index)
-        for near, members in groups.items():
+        out: dict[int, str | None] = {g.index: None for g in self.gpus}
+        for near, members in self._nearest_groups(candidates).items():
             for k, idx in enumerate(members):
                 out[idx] = near[k % len(near)]
         return dict(sorted(out.items()))
@@ -153,7 +176,7 @@ def parse_topo(text: str, source: str = "<nvidia-smi topo -m>") -> Topology:
     header = lines[head_at]
     m = _TRAILING_RE.search(header)
     columns = (header[:m.start()] if m else header).split()
-    trailing = _TRAILING_RE.findall(header[m.start():]) if m else []
+    trailing = [_TRAILING_NAME[t.split()[0]] for t in _TRAILING_RE.findall(header[m.start():])] if m else []
     gpus: list[GpuRow] = []
     nic_cols = [c for c in columns if not _GPU_LABEL.match(c)]
     ignored: list[str] = []
