@@ -292,7 +292,7 @@ def test_nccl_env_lint_and_what_the_node_does_not_have(tmp_path):
     c = doc.check_nccl_env(inp, None, (2, 21))
     assert c.status == "FAIL"
     assert "NCCL_IB_HCA names mlx5_9, which this node does not have (has: mlx5_0, mlx5_1)" in c.reason
-    assert "no interface matches 'ib' (have: eth0, lo)" in c.reason
+    assert "NCCL_SOCKET_IFNAME=ib: no interface matches it (have: eth0, lo)" in c.reason
     ok = inputs(tmp_path / "c", env={"NCCL_DEBUG": "WARN"})
     assert doc.check_nccl_env(ok, None, None).status == "PASS"
 
@@ -382,14 +382,68 @@ def test_cli_json_on_this_machine_reports_every_check_and_exits_with_the_worst(t
                          capture_output=True, text=True, env=env, timeout=60)
     out = json.loads(res.stdout)
     names = [c["name"] for c in out["checks"]]
-    assert names == ["site", "driver", "nccl", "gpus", "cuda_env", "hcas", "nccl_env", "binding"]
+    assert names == ["site", "driver", "nccl", "gpus", "cuda_env", "hcas", "ifname", "nccl_env", "binding"]
     assert res.returncode == out["exit_status"] == doc.exit_status([doc.Check(**c) for c in out["checks"]])
     by = {c["name"]: c for c in out["checks"]}
     assert by["driver"]["status"] == "SKIP" and "nvidia-smi not found" in by["driver"]["reason"]
     assert by["binding"]["details"]["cpus_allowed"]  # the real /proc/self/status was read
+    assert by["ifname"]["status"] == "PASS" and "selects lo (up)" in by["ifname"]["reason"]  # devcluster: lo
 
 
 def test_cli_help_documents_exit_statuses():
     res = subprocess.run([SK, "doctor", "--help"], capture_output=True, text=True, timeout=60)
     want = "Exit status:\n    0  every check PASS or SKIP\n    1  at least one WARN, no FAIL\n    2  at least one FAIL"
     assert want in res.stdout
+
+
+# ---- socket_ifname vs this machine's real interfaces ---------------------------------------------------------
+
+REAL = doc.Inputs(env={}, proc=Path("/proc"), sys=Path("/sys"))
+
+
+def real_ifaces() -> dict[str, bool]:
+    got = doc.net_interfaces(REAL)
+    if not got:
+        pytest.skip("no /sys/class/net here")
+    return got
+
+
+def fabric(ifname: str | None) -> NodeType:
+    return node_type(fabric={"kind": "tcp", "socket_ifname": ifname})
+
+
+def test_socket_ifname_on_this_machines_real_interfaces():
+    ifaces = real_ifaces()
+    assert ifaces.get("lo") is True  # operstate "unknown", IFF_UP set: loopback counts as up
+    c = doc.check_ifname(REAL, fabric("lo"))
+    assert c.status == "PASS" and "selects lo (up)" in c.reason
+    # ib0 is what the DGX config used to say; no such interface here (nor on DGX OS 5+, which names IPoIB ibp*)
+    c = doc.check_ifname(REAL, fabric("ib0"))
+    assert c.status == "FAIL" and "selects no interface here" in c.reason and "ibp" in c.fix
+    up_eth = sorted(n for n, up in ifaces.items() if n.startswith("eth") and up)
+    if up_eth:  # a prefix, as NCCL takes it: "eth" selects eth0
+        c = doc.check_ifname(REAL, fabric("eth"))
+        assert c.status == "PASS" and up_eth[0] in c.reason
+    down = sorted(n for n, up in ifaces.items() if not up)
+    if down:  # e.g. this machine's ifb0/ifb1, which are down: selecting only them fails
+        c = doc.check_ifname(REAL, fabric("=" + down[0]))
+        assert c.status == "FAIL" and "none of them up" in c.reason
+    # exclusions: ^lo selects everything else; the ^ covers the whole list
+    assert doc.select_ifnames("^lo,eth", ["lo", "eth0", "ibp12s0"]) == ["ibp12s0"]
+    assert doc.select_ifnames("=eth", ["eth0"]) == [] and doc.select_ifnames("eth", ["eth0"]) == ["eth0"]
+    assert doc.check_ifname(REAL, fabric(None)).status == "PASS"
+    assert doc.check_ifname(REAL, None).status == "SKIP"
+
+
+def test_ip_link_fallback_agrees_with_sysfs_on_this_machine(tmp_path):
+    import shutil as sh
+
+    if sh.which("ip") is None:
+        pytest.skip("no ip(8) here")
+    ifaces = real_ifaces()
+    real_ip = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
+    assert doc.parse_ip_link(real_ip) == ifaces
+    # with no /sys/class/net, the check reads `ip -o link` instead
+    inp = inputs(tmp_path, outputs={"ip -o link": real_ip})
+    assert doc.net_interfaces(inp) == ifaces
+    assert doc.check_ifname(inp, fabric("lo")).status == "PASS"

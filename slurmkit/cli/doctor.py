@@ -24,6 +24,8 @@ def doctor(site_path: str | None, partition: str | None, as_json: bool) -> None:
       gpus      GPUs Slurm allocated (SLURM_STEP_GPUS/SLURM_JOB_GPUS) vs CUDA_VISIBLE_DEVICES vs nvidia-smi -L
       cuda_env  CUDA_VISIBLE_DEVICES well-formed; CUDA_DEVICE_ORDER=PCI_BUS_ID
       hcas      RDMA devices and port states (/sys/class/infiniband) vs the node type's compute/storage HCAs
+      ifname    the node type's fabric.socket_ifname selects an interface that is up (/sys/class/net,
+                else `ip -o link`), by NCCL_SOCKET_IFNAME's prefix rule
       nccl_env  NCCL_* variables: names, risky values, HCAs and interfaces that do not exist here
       binding   this process's CPUs and memory nodes (/proc/self/status, numactl --show) vs the GPU the site
                 config's topology gives this rank (the same rule as sk's bind step)

@@ -500,6 +500,85 @@ def check_hcas(inp: Inputs, nt: NodeType | None) -> Check:
                  (f"; storage {', '.join(nt.storage_hcas)} present" if nt.storage_hcas else ""), None, details)
 
 
+IFF_UP = 0x1
+
+
+def net_interfaces(inp: Inputs) -> dict[str, bool] | None:
+    """{interface: up} from /sys/class/net, else `ip -o link`; None when neither can be read.
+
+    Up means operstate "up", or "unknown" with the IFF_UP flag set: loopback and some virtual interfaces never
+    report "up" though they carry traffic.
+    """
+    net = inp.sys / "class" / "net"
+    if net.is_dir():
+        out = {}
+        for d in sorted(net.iterdir()):
+            state = (inp.read(d / "operstate") or "").strip()
+            flags = (inp.read(d / "flags") or "0").strip()
+            try:
+                flag_up = bool(int(flags, 16) & IFF_UP)
+            except ValueError:
+                flag_up = False
+            out[d.name] = state == "up" or (state in ("unknown", "") and flag_up)
+        return out
+    text, _ = inp.run(["ip", "-o", "link"])
+    return parse_ip_link(text) if text else None
+
+
+def parse_ip_link(text: str) -> dict[str, bool]:
+    """`ip -o link`: '4: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> ... state UP ...' -> {eth0: True}."""
+    out = {}
+    for ln in text.splitlines():
+        m = re.match(r"\d+:\s+([^:@\s]+)(?:@\S+)?:\s+<([^>]*)>.*?\bstate\s+(\S+)", ln)
+        if m:
+            flags = m.group(2).split(",")
+            out[m.group(1)] = m.group(3) == "UP" or (m.group(3) == "UNKNOWN" and "UP" in flags)
+    return out
+
+
+def select_ifnames(spec: str, names: list[str]) -> list[str]:
+    """The interfaces NCCL_SOCKET_IFNAME selects among `names`, by NCCL's rule: a comma list of prefixes; a
+    leading `^` makes the whole list exclusions, a leading `=` (after any `^`) makes the entries exact names."""
+    exclude = spec.startswith("^")
+    rest = spec[1:] if exclude else spec
+    exact = rest.startswith("=")
+    items = [i for i in (rest[1:] if exact else rest).split(",") if i]
+
+    def hit(name: str) -> bool:
+        return any(name == i or (not exact and name.startswith(i)) for i in items)
+
+    return [n for n in names if hit(n) != exclude]
+
+
+def check_ifname(inp: Inputs, nt: NodeType | None) -> Check:
+    """The site's fabric.socket_ifname (NCCL_SOCKET_IFNAME, a prefix) must select an interface that is up here:
+    NCCL bootstraps over it, and `ib0` on DGX OS 5+ (IPoIB named ibp12s0, ...) selects nothing."""
+    if nt is None:
+        return Check("ifname", SKIP, "no site node type to say which interface NCCL should use")
+    spec = nt.fabric.socket_ifname
+    if not spec:
+        return Check("ifname", PASS, "fabric.socket_ifname not set: NCCL chooses an interface itself")
+    ifaces = net_interfaces(inp)
+    details: dict[str, Any] = {"socket_ifname": spec, "interfaces": ifaces}
+    if ifaces is None:
+        return Check("ifname", SKIP, f"cannot list network interfaces ({inp.sys}/class/net absent, no `ip`)",
+                     details=details)
+    have = ", ".join(f"{n} {'up' if up else 'down'}" for n, up in sorted(ifaces.items()))
+    chosen = select_ifnames(spec, list(ifaces))
+    up = [n for n in chosen if ifaces[n]]
+    fix = ("set fabric.socket_ifname to what this node's interfaces are called (a prefix: `ibp` matches DGX OS "
+           "IPoIB names such as ibp12s0), or bring the interface up")
+    if not chosen:
+        return Check("ifname", FAIL, f"socket_ifname {spec!r} selects no interface here (have: {have}): NCCL "
+                     "cannot bootstrap", fix, details)
+    if not up:
+        return Check("ifname", FAIL, f"socket_ifname {spec!r} selects {', '.join(chosen)}, none of them up (have: "
+                     f"{have})", fix, details)
+    down = [n for n in chosen if not ifaces[n]]
+    return Check("ifname", PASS, f"socket_ifname {spec!r} selects {', '.join(up)} (up)"
+                 + (f"; also {', '.join(down)} (down)" if down else ""), None, details)
+
+
 NCCL_PREFIXES = ("NCCL_", "TORCH_NCCL_")
 
 
@@ -521,17 +600,10 @@ def check_nccl_env(inp: Inputs, nt: NodeType | None, version: tuple[int, int] | 
             problems.append((FAIL, f"NCCL_IB_HCA names {', '.join(absent)}, which this node does not have (has: "
                              f"{', '.join(hcas) or 'none'})", "fix the node type's compute_hcas, or NCCL_IB_HCA"))
     ifname = env.get("NCCL_SOCKET_IFNAME", "")
-    net = inp.sys / "class" / "net"
-    if ifname and net.is_dir():
-        have = sorted(p.name for p in net.iterdir())
-        for spec in ifname.split(","):
-            if spec.startswith("^") or not spec:
-                continue
-            exact = spec.startswith("=")
-            name = spec.lstrip("=")
-            if not any(h == name or (not exact and h.startswith(name)) for h in have):
-                problems.append((FAIL, f"NCCL_SOCKET_IFNAME={ifname}: no interface matches {spec!r} (have: "
-                                 f"{', '.join(have)})", "set fabric.socket_ifname to an interface this node has"))
+    ifaces = net_interfaces(inp)
+    if ifname and ifaces is not None and not select_ifnames(ifname, list(ifaces)):
+        problems.append((FAIL, f"NCCL_SOCKET_IFNAME={ifname}: no interface matches it (have: "
+                         f"{', '.join(sorted(ifaces))})", "set fabric.socket_ifname to an interface this node has"))
     if problems:
         return _worst("nccl_env", problems, details)
     if not env:
@@ -670,7 +742,7 @@ def run_checks(inp: Inputs, ctx: SiteContext) -> list[Check]:
     dev = devices(inp)
     nccl, version = check_nccl(inp, nt)
     return [ctx.check, check_driver(inp), nccl, check_gpus(dev), check_cuda_env(inp, dev), check_hcas(inp, nt),
-            check_nccl_env(inp, nt, version), check_binding(inp, nt, name)]
+            check_ifname(inp, nt), check_nccl_env(inp, nt, version), check_binding(inp, nt, name)]
 
 
 def exit_status(checks: list[Check]) -> int:
