@@ -40,7 +40,8 @@ def test_dgx_a100_block_validates_and_matches_the_shipped_site_config(dgx_dir: P
     assert res.returncode == 0, res.stderr
     block = yaml.safe_load(res.stdout)
     nt = NodeType.model_validate(block["dgx-a100"])
-    shipped = load_site(ROOT / "site_config" / "dgx-a100.yaml").node_types["dgx-a100"]
+    # this output has 10 RDMA devices (mlx5_8/9 SYS to all): the 10-port DGX A100
+    shipped = load_site(ROOT / "site_config" / "dgx-a100-10port.yaml").node_types["dgx-a100"]
     assert [(g.index, g.numa, g.cpus, g.hca) for g in nt.gpus] == \
         [(g.index, g.numa, g.cpus, g.hca) for g in shipped.gpus]
     assert nt.compute_hcas == shipped.compute_hcas
@@ -164,6 +165,9 @@ def test_dgx_h200_storage_ports_node_close_to_gpus_are_not_compute(tmp_path: Pat
     assert hcas(nt) == nt.compute_hcas  # one rail per GPU, in GPU order
     assert [g.numa for g in nt.gpus] == [0] * 4 + [1] * 4
     assert [g.cpus for g in nt.gpus] == ["0-55,112-167"] * 4 + ["56-111,168-223"] * 4
+    shipped = load_site(ROOT / "site_config" / "dgx-h100.yaml").node_types["dgx-h100"]
+    assert [(g.numa, g.cpus, g.hca) for g in nt.gpus] == [(g.numa, g.cpus, g.hca) for g in shipped.gpus]
+    assert (nt.compute_hcas, nt.storage_hcas) == (shipped.compute_hcas, shipped.storage_hcas)
 
 
 def test_pix_tie_with_a_storage_card_is_refused_without_port_data(tmp_path: Path):
@@ -236,6 +240,10 @@ def test_dgx_a100_12_port_storage_is_mlx5_4_5_10_11(tmp_path: Path):
     assert nt.storage_hcas == ["mlx5_4", "mlx5_5", "mlx5_10", "mlx5_11"]
     assert [g.numa for g in nt.gpus] == [3, 3, 1, 1, 7, 7, 5, 5]
     assert nt.gpus[4].cpus == "112-127,240-255"
+    # and it is the shipped DGX A100 config (the common 12-port system) GPU by GPU
+    shipped = load_site(ROOT / "site_config" / "dgx-a100.yaml").node_types["dgx-a100"]
+    assert [(g.numa, g.cpus, g.hca) for g in nt.gpus] == [(g.numa, g.cpus, g.hca) for g in shipped.gpus]
+    assert (nt.compute_hcas, nt.storage_hcas) == (shipped.compute_hcas, shipped.storage_hcas)
 
 
 def test_numa_off_host_with_node_close_storage_pairs(tmp_path: Path):

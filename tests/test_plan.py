@@ -96,8 +96,9 @@ def test_mpi_launcher_uses_site_mpi_plugin_and_srun_does_not():
 
 def test_nccl_env_lists_compute_hcas_exactly_and_never_storage():
     env = plan_for("name: t\ncommand: [x]\n").nccl_env
-    assert env["NCCL_IB_HCA"] == "=" + ",".join(f"mlx5_{i}" for i in range(8))
-    assert "mlx5_8" not in env["NCCL_IB_HCA"] and "mlx5_9" not in env["NCCL_IB_HCA"]
+    # 12-port DGX A100: compute mlx5_0-3 and 6-9; the storage ports mlx5_4, 5, 10, 11 never
+    assert env["NCCL_IB_HCA"] == "=" + ",".join(f"mlx5_{i}" for i in (0, 1, 2, 3, 6, 7, 8, 9))
+    assert not {"mlx5_4", "mlx5_5", "mlx5_10", "mlx5_11"} & set(env["NCCL_IB_HCA"].lstrip("=").split(","))
     assert env["NCCL_CROSS_NIC"] == "0"  # rail-optimized fabric
     assert not {"NCCL_ALGO", "NCCL_PROTO", "NCCL_DEBUG"} & set(env)
 

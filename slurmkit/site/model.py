@@ -62,7 +62,8 @@ class Fabric(Strict):
     """The inter-node network and how NCCL should use it."""
 
     kind: FabricKind
-    socket_ifname: str | None = Field(None, description="NCCL_SOCKET_IFNAME: bootstrap/TCP interface, e.g. ib0")
+    socket_ifname: str | None = Field(None, description="NCCL_SOCKET_IFNAME: bootstrap/TCP interface name or "
+                                      "prefix, e.g. ibp (DGX OS names IPoIB ibp12s0, ...)")
     ib_gid_index: int | None = Field(None, ge=0, description="RoCE: NCCL_IB_GID_INDEX")
     ib_tc: int | None = Field(None, ge=0, le=255, description="RoCE: NCCL_IB_TC (the switch's QoS class)")
     ib_sl: int | None = Field(None, ge=0, le=15, description="NCCL_IB_SL")

@@ -93,6 +93,8 @@ def test_two_ranks_report_the_gpus_and_cpus_slurm_gave_them(tmp_path, devcluster
         if not set(site_cpus) <= set(online):
             assert b["status"] == "FAIL" and "lists CPUs this machine does not have" in b["reason"]
         assert by["driver"]["status"] == "SKIP" and "no NVIDIA driver here" in by["driver"]["reason"]
+        # inside the job step too, the node's interfaces are read for real: socket_ifname lo selects lo
+        assert by["ifname"]["status"] == "PASS" and by["ifname"]["details"]["interfaces"]["lo"] is True
         assert rc == report["exit_status"] == 2  # the binding FAIL (and the absent HCAs) make it 2
 
 
@@ -132,7 +134,9 @@ def test_doctor_outside_a_job_on_the_login_host(devcluster):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "CUDA_"))}
     res = subprocess.run([SK, "doctor", "--site", DEVSITE], capture_output=True, text=True, env=env, timeout=60)
     lines = res.stdout.splitlines()
-    assert [ln.split()[1] for ln in lines] == ["site", "driver", "nccl", "gpus", "cuda_env", "hcas", "nccl_env",
-                                               "binding"]
+    assert [ln.split()[1] for ln in lines] == ["site", "driver", "nccl", "gpus", "cuda_env", "hcas", "ifname",
+                                               "nccl_env", "binding"]
+    # the devcluster's fabric.socket_ifname is lo, which is up here
+    assert any(ln.startswith("PASS  ifname    socket_ifname 'lo' selects lo (up)") for ln in lines), lines
     assert any(ln.startswith("SKIP  gpus      not inside a Slurm job") for ln in lines)
     assert res.returncode in (0, 1, 2) and "Traceback" not in res.stderr

@@ -19,8 +19,8 @@ set -eo pipefail
 # CUDA numbers GPUs like nvidia-smi/NVML only with PCI_BUS_ID order.
 export CUDA_DEVICE_ORDER=PCI_BUS_ID
 # NCCL settings for the infiniband fabric of dgx-a100 (site config).
-export NCCL_SOCKET_IFNAME=ib0
-export NCCL_IB_HCA='=mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7'
+export NCCL_SOCKET_IFNAME=ibp
+export NCCL_IB_HCA='=mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_6,mlx5_7,mlx5_8,mlx5_9'
 export NCCL_CROSS_NIC=0
 # srun would take per-task GPU binding from these if the submitting shell had them; every rank must see all GPUs.
 # SLURM_TRES_BIND and SLURM_TRES_PER_TASK are read by srun from Slurm 23.11 (no-ops before); steps pass their CPUs.
@@ -40,10 +40,10 @@ sk_topology() {
     1) sk_numa=3 sk_cpus=48-63,176-191 sk_hca=mlx5_1 ;;
     2) sk_numa=1 sk_cpus=16-31,144-159 sk_hca=mlx5_2 ;;
     3) sk_numa=1 sk_cpus=16-31,144-159 sk_hca=mlx5_3 ;;
-    4) sk_numa=7 sk_cpus=112-127,240-255 sk_hca=mlx5_4 ;;
-    5) sk_numa=7 sk_cpus=112-127,240-255 sk_hca=mlx5_5 ;;
-    6) sk_numa=5 sk_cpus=80-95,208-223 sk_hca=mlx5_6 ;;
-    7) sk_numa=5 sk_cpus=80-95,208-223 sk_hca=mlx5_7 ;;
+    4) sk_numa=7 sk_cpus=112-127,240-255 sk_hca=mlx5_6 ;;
+    5) sk_numa=7 sk_cpus=112-127,240-255 sk_hca=mlx5_7 ;;
+    6) sk_numa=5 sk_cpus=80-95,208-223 sk_hca=mlx5_8 ;;
+    7) sk_numa=5 sk_cpus=80-95,208-223 sk_hca=mlx5_9 ;;
     *) return 1 ;;
   esac
 }
