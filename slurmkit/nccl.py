@@ -101,10 +101,12 @@ def ib_timeout_default(version: tuple[int, int] = DEFAULT_NCCL_VERSION) -> int:
 
 def lint_env(env: Mapping[str, str], *, nccl_version: tuple[int, int] = DEFAULT_NCCL_VERSION,
              storage_hcas: list[str] | None = None, fabric: str | None = None,
-             allow_unknown: list[str] | None = None, key_prefix: str = "") -> list[Problem]:
+             allow_unknown: list[str] | None = None, key_prefix: str = "",
+             rail_optimized: bool | None = None, sharp: bool | None = None) -> list[Problem]:
     """Problems with user-set NCCL variables. Errors for names NCCL does not know; warnings for risky values.
 
-    `key_prefix` lets callers locate problems (e.g. "nccl.env").
+    `key_prefix` lets callers locate problems (e.g. "nccl.env"). `fabric`, `rail_optimized` and `sharp` are the
+    node type's (None: unknown, and the checks that need them are skipped).
     """
     problems: list[Problem] = []
     allowed = set(allow_unknown or [])
@@ -131,7 +133,44 @@ def lint_env(env: Mapping[str, str], *, nccl_version: tuple[int, int] = DEFAULT_
                 "variables should not be used in production nor retained in scripts", key=key,
                 hint="remove it unless you are debugging a specific problem", severity="warning"))
         problems.extend(_check_value(name, value, key, nccl_version, storage_hcas or [], fabric))
+        problems.extend(_check_against_site(name, value, key, fabric, rail_optimized, sharp))
     return problems
+
+
+def _check_against_site(name: str, value: str, key: str, fabric: str | None, rail_optimized: bool | None,
+                        sharp: bool | None) -> list[Problem]:
+    """Values that are legal but wrong for the site's fabric or for a production job (NCCL's environment-variable
+    documentation, https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html)."""
+    out: list[Problem] = []
+    rdma = fabric in ("infiniband", "roce")
+    if name == "NCCL_IB_DISABLE" and value.strip() == "1" and rdma:
+        out.append(Problem(f"NCCL_IB_DISABLE=1 on a {fabric} site: NCCL stops using the RDMA HCAs and sends all "
+                           "inter-node traffic over IP sockets (NCCL docs, NCCL_IB_DISABLE)", key=key,
+                           hint="remove it; the site's fabric profile sets what NCCL needs", severity="warning"))
+    if name == "NCCL_DEBUG" and value.strip().upper() in ("INFO", "TRACE"):
+        out.append(Problem(f"NCCL_DEBUG={value} left in a job: every rank logs its topology, channels and "
+                           "connections at start and on every communicator (log volume, slower start)", key=key,
+                           hint="use WARN in production (nccl.debug: INFO for the run you are debugging)",
+                           severity="warning"))
+    if name == "NCCL_DEBUG_SUBSYS" and "ALL" in value.upper().replace(" ", "").split(","):
+        out.append(Problem("NCCL_DEBUG_SUBSYS=ALL logs every subsystem (with NCCL_DEBUG=INFO, a very large log)",
+                           key=key, hint="name the subsystems you need (e.g. INIT,NET) or unset it",
+                           severity="warning"))
+    if name == "NCCL_CROSS_NIC" and value.strip() == "1" and rail_optimized:
+        out.append(Problem("NCCL_CROSS_NIC=1 on a rail-optimized fabric: rings may use a different NIC (rail) on "
+                           "each node, so traffic crosses the spine instead of staying on one rail switch", key=key,
+                           hint="remove it (the site profile sets NCCL_CROSS_NIC=0)", severity="warning"))
+    if name == "NCCL_IB_GID_INDEX" and fabric == "infiniband":
+        out.append(Problem("NCCL_IB_GID_INDEX on an InfiniBand fabric: the GID index is used in RoCE mode; on an "
+                           "InfiniBand link layer it has no effect (NCCL docs, NCCL_IB_GID_INDEX)", key=key,
+                           hint="remove it, or set fabric.kind: roce if the HCAs' link layer is Ethernet",
+                           severity="warning"))
+    if name == "NCCL_COLLNET_ENABLE" and value.strip() == "1" and fabric == "infiniband" and sharp is False:
+        out.append(Problem("NCCL_COLLNET_ENABLE=1 but the site declares no SHARP (fabric.sharp false): without "
+                           "SHARP switches and the collnet plugin there is nothing to enable", key=key,
+                           hint="remove it, or set fabric.sharp: true where SHARP is really there",
+                           severity="warning"))
+    return out
 
 
 def _check_value(name: str, value: str, key: str, version: tuple[int, int], storage: list[str],

@@ -585,7 +585,9 @@ NCCL_PREFIXES = ("NCCL_", "TORCH_NCCL_")
 def check_nccl_env(inp: Inputs, nt: NodeType | None, version: tuple[int, int] | None) -> Check:
     env = {k: v for k, v in inp.env.items() if k.startswith(NCCL_PREFIXES) or k == "NCCL_ASYNC_ERROR_HANDLING"}
     details: dict[str, Any] = {"set": env}
-    kwargs: dict[str, Any] = {"storage_hcas": nt.storage_hcas if nt else [], "fabric": nt.fabric.kind if nt else None}
+    kwargs: dict[str, Any] = {"storage_hcas": nt.storage_hcas if nt else [], "fabric": nt.fabric.kind if nt else None,
+                              "rail_optimized": nt.fabric.rail_optimized if nt else None,
+                              "sharp": nt.fabric.sharp if nt else None}
     if version:
         kwargs["nccl_version"] = version
     problems = [(FAIL if p.severity == "error" else WARN, f"{p.key}: {p.message}", p.hint or "")
