@@ -6,25 +6,11 @@ source for the tree that `sk doctor` and `sk site discover` read on a node.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
+from slurmkit.site.discover import parse_ibstatus
 
-def parse_ibstatus(text: str) -> dict[tuple[str, str], dict[str, str]]:
-    """{(hca, port): {state, phys_state, rate, link_layer}}."""
-    out: dict[tuple[str, str], dict[str, str]] = {}
-    cur: dict[str, str] | None = None
-    for ln in text.splitlines():
-        m = re.match(r"Infiniband device '(\S+)' port (\d+) status:", ln)
-        if m:
-            cur = out.setdefault((m.group(1), m.group(2)), {})
-            continue
-        k, sep, v = ln.partition(":")
-        if cur is not None and sep:
-            key = k.strip().replace(" ", "_")
-            if key in ("state", "phys_state", "rate", "link_layer"):
-                cur[key] = v.strip()
-    return out
+__all__ = ["parse_ibstatus", "write_infiniband_sysfs"]
 
 
 def write_infiniband_sysfs(ib_root: Path, ibstatus: str) -> None:

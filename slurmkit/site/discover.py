@@ -308,6 +308,23 @@ def parse_pci(text: str) -> dict[str, tuple[int | None, str | None]]:
     return out
 
 
+def parse_ibstatus(text: str) -> dict[tuple[str, str], dict[str, str]]:
+    """`ibstatus` (which prints the sysfs port files): {(hca, port): {state, phys_state, rate, link_layer}}."""
+    out: dict[tuple[str, str], dict[str, str]] = {}
+    cur: dict[str, str] | None = None
+    for ln in text.splitlines():
+        m = re.match(r"Infiniband device '(\S+)' port (\d+) status:", ln)
+        if m:
+            cur = out.setdefault((m.group(1), m.group(2)), {})
+            continue
+        k, sep, v = ln.partition(":")
+        if cur is not None and sep:
+            key = k.strip().replace(" ", "_")
+            if key in ("state", "phys_state", "rate", "link_layer"):
+                cur[key] = v.strip()
+    return out
+
+
 def parse_infiniband(text: str) -> dict[str, dict[str, dict[str, str]]]:
     """{hca: {port: {state, link_layer}}} from the sysfs dump (`<hca> <port> <state> <link_layer>` lines), `ibstat`
     or `ibstatus`; states are upper-cased names (ACTIVE, DOWN, INIT)."""
@@ -329,8 +346,6 @@ def parse_infiniband(text: str) -> dict[str, dict[str, dict[str, str]]]:
             if sep and hca and port and key in ("State", "Link layer"):
                 out[hca][port]["state" if key == "State" else "link_layer"] = value.strip()
     elif "Infiniband device '" in text:  # ibstatus
-        from slurmkit.site.doctor import parse_ibstatus
-
         for (hca, port), info in parse_ibstatus(text).items():
             out.setdefault(hca, {})[port] = {k: info[k] for k in ("state", "link_layer") if k in info}
     else:
