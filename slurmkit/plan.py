@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from slurmkit import launchers
-from slurmkit.config.source import Source
+from slurmkit.config.source import Source, dotted
 from slurmkit.config.suggest import did_you_mean
 from slurmkit.config.units import format_mem, format_time, parse_mem_mib, parse_time_minutes
 from slurmkit.errors import Problem, SpecError
@@ -170,8 +170,8 @@ def make_plan(spec: JobSpec, site: Site, src: Source | None = None,
                     hint="set container.runtime (pyxis or apptainer) if your site has one")
     extra = _check_extra(spec, part, launcher, chk)
 
-    # NCCL: the fabric's profile, then the user's settings (linted), then debug.
-    nccl_env = fabric_env(nt) if launcher.distributed or gpus_per_node > 1 else {}
+    # NCCL: the fabric's profile, then the user's settings (linted), one rule for which value wins (_layer_nccl).
+    site_nccl = fabric_env(nt) if launcher.distributed or gpus_per_node > 1 else {}
     user_nccl = {k: str(v) for k, v in spec.nccl.env.items()}
     user_env = {k: _env_str(v) for k, v in spec.env.items()}
     lint_args = dict(storage_hcas=nt.storage_hcas, fabric=nt.fabric.kind, allow_unknown=spec.nccl.allow_unknown)
@@ -180,11 +180,12 @@ def make_plan(spec: JobSpec, site: Site, src: Source | None = None,
     for p in lint_env({k: v for k, v in user_env.items() if k.startswith(("NCCL_", "TORCH_NCCL"))
                        or k in ("NCCL_TOPO",)}, **lint_args):
         chk.add(("env", p.key or ""), p.message, p.hint, p.severity)
-    nccl_env.update(user_nccl)
+    nccl_spec = {k: (v, ("nccl", "env", k)) for k, v in user_nccl.items()}
     if spec.nccl.debug:
-        nccl_env["NCCL_DEBUG"] = spec.nccl.debug
+        nccl_spec["NCCL_DEBUG"] = (spec.nccl.debug, ("nccl", "debug"))
     if spec.nccl.debug_subsys:
-        nccl_env["NCCL_DEBUG_SUBSYS"] = spec.nccl.debug_subsys
+        nccl_spec["NCCL_DEBUG_SUBSYS"] = (spec.nccl.debug_subsys, ("nccl", "debug_subsys"))
+    user_env, nccl_env = _layer_nccl(site_nccl, user_env, nccl_spec, part.node_type, src, chk)
     chk.raise_errors()
 
     tasks_per_node = launcher.tasks_per_node(gpus_per_node)
@@ -233,6 +234,48 @@ def make_plan(spec: JobSpec, site: Site, src: Source | None = None,
                 tasks_per_node=tasks_per_node, sbatch=sb, env=env, nccl_env=nccl_env, topology=topology,
                 srun=srun, warnings=[p for p in chk.problems if p.severity != "error"],
                 container_runtime=runtime, source_file=src.file if src else None)
+
+
+def _layer_nccl(site_nccl: dict[str, str], user_env: dict[str, str],
+                nccl_spec: dict[str, tuple[str, tuple[str, ...]]], node_type: str, src: Source | None,
+                chk: _Checker) -> tuple[dict[str, str], dict[str, str]]:
+    """The one precedence rule for a variable set in more than one place (docs/how-it-works.md): the site's
+    fabric profile < the spec's `env:` < its `nccl:` section (nccl.env, nccl.debug) < a `--set` of either.
+    Returns (env, nccl_env) with each variable in exactly one of them, so the script exports one value. A user
+    value that differs from the site profile's, or env: from nccl:, is a warning naming both."""
+    def by_set(path: tuple[str, ...]) -> bool:
+        return src is not None and any(path[:n] in src.overridden for n in range(1, len(path) + 1))
+
+    env = dict(user_env)
+    nccl_env = dict(site_nccl)
+    for name in [*nccl_spec, *(n for n in env if n in site_nccl and n not in nccl_spec)]:
+        # (rank, value, spec path or None for the site); the highest rank wins.
+        layers: list[tuple[int, str, tuple[str, ...] | None]] = []
+        if name in site_nccl:
+            layers.append((0, site_nccl[name], None))
+        if name in env:
+            path = ("env", name)
+            layers.append((3 if by_set(path) else 1, env[name], path))
+        if name in nccl_spec:
+            value, path = nccl_spec[name]
+            layers.append((4 if by_set(path) else 2, value, path))
+        _rank, value, path = max(layers, key=lambda x: x[0])
+        assert path is not None  # a site-only variable is not looped over
+        for _r, other, opath in layers:
+            if opath == path or other == value:
+                continue
+            where = (f"the site profile of node type {node_type!r}" if opath is None
+                     else f"the spec's {dotted(opath)}")
+            chk.add(path, f"{name} is {value!r} here and {other!r} in {where}; the script exports {value!r} (site "
+                    "profile < env: < nccl: < --set)",
+                    hint=f"remove one of them, or make them agree on the value that is right for {node_type}",
+                    severity="warning")
+        if path[0] == "env":
+            nccl_env.pop(name, None)
+        else:
+            env.pop(name, None)
+            nccl_env[name] = value
+    return env, nccl_env
 
 
 def _env_str(v: Any) -> str:
