@@ -22,6 +22,31 @@ if TYPE_CHECKING:
 IB_TIMEOUT_DEFAULTS = ((2, 23, 20), (2, 14, 18), (0, 0, 14))
 DEFAULT_NCCL_VERSION = (2, 23)
 
+# Defaults that became -1 ("automatic") in a given NCCL release, read from NVIDIA/nccl's NCCL_PARAM lines in
+# src/transport/net_ib.cc at tags v2.20.5-1, v2.21.5-1, v2.25.1-1 and v2.26.2-1 (src/transport/net_ib/connect.cc
+# in 2.31): IB_GID_INDEX 0 -> -1 in 2.21 (RoCE: NCCL picks a RoCE v2 GID matching NCCL_IB_ADDR_FAMILY/
+# NCCL_IB_ADDR_RANGE, ncclIbGetGidIndex); IB_SL and IB_TC 0 -> -1 in 2.26 (-1: the communicator's
+# ncclConfig_t.trafficClass when the application set one, else NCCL_IB_SL_DEFAULT/NCCL_IB_TC_DEFAULT, both 0).
+# IB_GID_INDEX is read only on a RoCE (Ethernet) link layer: on InfiniBand NCCL addresses by LID (and from 2.22
+# picks a routable-FLID GID itself, NCCL_IB_ROUTABLE_FLID_GID_INDEX). IB_TC goes into the GRH, which RoCE always
+# has; IB_SL applies to both link layers. Each: (version of the change, default before it, valid range).
+AUTOMATIC_SINCE: dict[str, tuple[tuple[int, int], int, tuple[int, int]]] = {
+    "NCCL_IB_GID_INDEX": ((2, 21), 0, (0, 255)),
+    "NCCL_IB_SL": ((2, 26), 0, (0, 15)),
+    "NCCL_IB_TC": ((2, 26), 0, (0, 255)),
+}
+_AUTOMATIC_MEANS = {
+    "NCCL_IB_GID_INDEX": "NCCL selects the RoCE v2 GID of the address family/range it is given",
+    "NCCL_IB_SL": "the communicator's trafficClass if the application set one, else 0",
+    "NCCL_IB_TC": "the communicator's trafficClass if the application set one, else 0",
+}
+
+
+def ib_default(name: str) -> str:
+    """NCCL's default of an IB variable whose default changed, with the version: for the lint and the guide."""
+    (major, minor), before, _ = AUTOMATIC_SINCE[name]
+    return (f"-1 (automatic: {_AUTOMATIC_MEANS[name]}) since NCCL {major}.{minor}, {before} in older releases")
+
 # Variables in NCCL's "Debugging" section: tuning knobs that override NCCL's own choices.
 DEBUGGING = {
     "NCCL_ALGO": "forces the collective algorithm; NCCL's tuner picks per size and topology",
@@ -161,8 +186,9 @@ def _check_against_site(name: str, value: str, key: str, fabric: str | None, rai
                            "each node, so traffic crosses the spine instead of staying on one rail switch", key=key,
                            hint="remove it (the site profile sets NCCL_CROSS_NIC=0)", severity="warning"))
     if name == "NCCL_IB_GID_INDEX" and fabric == "infiniband":
-        out.append(Problem("NCCL_IB_GID_INDEX on an InfiniBand fabric: the GID index is used in RoCE mode; on an "
-                           "InfiniBand link layer it has no effect (NCCL docs, NCCL_IB_GID_INDEX)", key=key,
+        out.append(Problem("NCCL_IB_GID_INDEX on an InfiniBand fabric has no effect: NCCL reads it only on a RoCE "
+                           "(Ethernet) link layer; on InfiniBand it addresses by LID, and since NCCL 2.22 picks a "
+                           "routable-FLID GID itself (NCCL_IB_ROUTABLE_FLID_GID_INDEX)", key=key,
                            hint="remove it, or set fabric.kind: roce if the HCAs' link layer is Ethernet",
                            severity="warning"))
     if name == "NCCL_COLLNET_ENABLE" and value.strip() == "1" and fabric == "infiniband" and sharp is False:
@@ -176,11 +202,20 @@ def _check_against_site(name: str, value: str, key: str, fabric: str | None, rai
 def _check_value(name: str, value: str, key: str, version: tuple[int, int], storage: list[str],
                  fabric: str | None) -> list[Problem]:
     out: list[Problem] = []
-    if name in ("NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT", "NCCL_IB_GID_INDEX", "NCCL_IB_TC", "NCCL_IB_SL"):
+    if name in ("NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT", *AUTOMATIC_SINCE):
         try:
             number = int(value)
         except ValueError:
             return [Problem(f"{name} must be an integer, got {value!r}", key=key)]
+        if name in AUTOMATIC_SINCE:
+            (major, minor), _before, (low, high) = AUTOMATIC_SINCE[name]
+            if number == -1:
+                out.append(Problem(
+                    f"{name}=-1 is NCCL's default: {ib_default(name)}; NCCL before {major}.{minor} has no automatic "
+                    "value and would use -1 as it is", key=key, hint="remove it", severity="warning"))
+            elif not low <= number <= high:
+                out.append(Problem(f"{name} must be {low}-{high} (or unset: {ib_default(name)}), got {number}",
+                                   key=key))
         if name == "NCCL_IB_TIMEOUT":
             default = ib_timeout_default(version)
             if not 1 <= number <= 31:
@@ -264,7 +299,8 @@ _IB_TIMEOUT = Rule(
     lambda v, nt: (f"Set by the site for a large or lossy fabric. Each retry waits 4.096 us x 2^{v}; NCCL's default "
                    f"is {ib_timeout_default()} since NCCL 2.23 (18 in 2.14-2.22)."))
 _IB_SL = Rule("NCCL_IB_SL", lambda nt: _opt(nt.fabric.ib_sl),
-              lambda v, nt: f"InfiniBand service level {v}, as the site's fabric is configured.")
+              lambda v, nt: (f"Service level {v}, the one the site's fabric (subnet manager QoS, or RoCE PFC) "
+                             f"reserves for NCCL traffic. NCCL's default is {ib_default('NCCL_IB_SL')}."))
 _RDMA = (_SOCKET_IFNAME, _IB_HCA, _RAIL, _IB_TIMEOUT, _IB_SL)
 
 FABRICS: dict[str, FabricProfile] = {p.kind: p for p in (
@@ -281,10 +317,12 @@ FABRICS: dict[str, FabricProfile] = {p.kind: p for p in (
             Rule("NCCL_IB_GID_INDEX", lambda nt: _opt(nt.fabric.ib_gid_index),
                  lambda v, nt: (f"RoCE: the GID table entry ({v}) that holds the NIC's RoCE v2 address on this "
                                 "fabric, as the site configured it; which entry that is depends on how the hosts' "
-                                "addresses are set up.")),
+                                "addresses are set up. NCCL's default is "
+                                f"{ib_default('NCCL_IB_GID_INDEX')}, so a fixed entry matters where that "
+                                "choice is wrong or NCCL is older.")),
             Rule("NCCL_IB_TC", lambda nt: _opt(nt.fabric.ib_tc),
                  lambda v, nt: (f"RoCE: traffic class {v}, the QoS class the site's switches reserve for RDMA "
-                                "traffic (NCCL's default is 0)."))),
+                                f"traffic. NCCL's default is {ib_default('NCCL_IB_TC')}."))),
         needs_compute_hcas=True, link_layer="Ethernet"),
     FabricProfile(
         "tcp", "TCP only: NCCL over sockets, tuned for links of 100 Gb/s and more", (

@@ -20,7 +20,8 @@ from slurmkit.spec import JobSpec
 SOURCES = {
     "srun": "Slurm srun(1) and sbatch(1) man pages (--gpus-per-task, --gpu-bind, --cpu-bind, --mem-bind)",
     "gres": "Slurm gres.conf(5) and gres.shtml (Cores= affinity is per socket unless numa_node_as_socket)",
-    "nccl": "NCCL 2.30 environment-variable documentation and source (defaults)",
+    "nccl": "NCCL 2.30 environment-variable documentation and source (defaults; the ones that changed by release "
+            "from the NCCL_PARAM lines of src/transport/net_ib.cc at each release tag, slurmkit.nccl.AUTOMATIC_SINCE)",
     "numactl": "numactl(8): --physcpubind, --membind, --preferred",
     "notes": "slurmkit's documentation: binding-and-nccl.md (the facts above, with the Slurm/NCCL versions)",
 }

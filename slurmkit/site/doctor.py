@@ -491,8 +491,8 @@ def check_hcas(inp: Inputs, nt: NodeType | None) -> Check:
                 want = FABRICS[fabric].link_layer if fabric else None
                 if role == "compute" and layer and want and layer != want:
                     problems.append((WARN, f"{h} port {port} link layer is {layer}, the site says fabric "
-                                     f"{fabric}", "fix fabric.kind in the site config (RoCE needs "
-                                     "NCCL_IB_GID_INDEX)"))
+                                     f"{fabric}", "fix fabric.kind in the site config (on RoCE with NCCL "
+                                     "before 2.21 also fabric.ib_gid_index)"))
     if problems:
         return _worst("hcas", problems, details)
     return Check("hcas", PASS, "compute HCAs " + ", ".join(f"{h} {'/'.join(summary[h].values())}"

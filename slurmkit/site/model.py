@@ -64,9 +64,11 @@ class Fabric(Strict):
     kind: FabricKind
     socket_ifname: str | None = Field(None, description="NCCL_SOCKET_IFNAME: bootstrap/TCP interface name or "
                                       "prefix, e.g. ibp (DGX OS names IPoIB ibp12s0, ...)")
-    ib_gid_index: int | None = Field(None, ge=0, description="RoCE: NCCL_IB_GID_INDEX")
-    ib_tc: int | None = Field(None, ge=0, le=255, description="RoCE: NCCL_IB_TC (the switch's QoS class)")
-    ib_sl: int | None = Field(None, ge=0, le=15, description="NCCL_IB_SL")
+    ib_gid_index: int | None = Field(None, ge=0, description="RoCE: NCCL_IB_GID_INDEX (unset: NCCL picks the RoCE "
+                                     "v2 GID itself since 2.21)")
+    ib_tc: int | None = Field(None, ge=0, le=255, description="RoCE: NCCL_IB_TC (the switch's QoS class; unset: "
+                              "NCCL's -1 since 2.26, 0 before)")
+    ib_sl: int | None = Field(None, ge=0, le=15, description="NCCL_IB_SL (unset: NCCL's -1 since 2.26, 0 before)")
     rail_optimized: bool = Field(False, description="rail-optimized fabric: NCCL_CROSS_NIC=0")
     sharp: bool = Field(False, description="InfiniBand with SHARP switches and a running aggregation manager")
     speed_gbps: int | None = Field(None, ge=1, description="per-NIC link speed (TCP tuning on >=100G)")
