@@ -124,14 +124,57 @@ def ib_timeout_default(version: tuple[int, int] = DEFAULT_NCCL_VERSION) -> int:
     return 14
 
 
+def parse_ifname_spec(spec: str) -> tuple[bool, bool, list[str]]:
+    """NCCL_SOCKET_IFNAME's rule (NCCL env docs): a comma list of prefixes; a leading `^` makes the whole list
+    exclusions, a leading `=` (after any `^`) makes the entries exact names. -> (exclude, exact, entries)."""
+    exclude = spec.startswith("^")
+    rest = spec[1:] if exclude else spec
+    exact = rest.startswith("=")
+    return exclude, exact, [i for i in (rest[1:] if exact else rest).split(",") if i]
+
+
+def select_ifnames(spec: str, names: list[str]) -> list[str]:
+    """The interfaces among `names` that NCCL_SOCKET_IFNAME=`spec` selects."""
+    exclude, exact, items = parse_ifname_spec(spec)
+
+    def hit(name: str) -> bool:
+        return any(name == i or (not exact and name.startswith(i)) for i in items)
+
+    return [n for n in names if hit(n) != exclude]
+
+
+def ifnames_outside(user: str, site: str) -> list[str]:
+    """The entries of a user's NCCL_SOCKET_IFNAME that can select no interface the site's one selects (the node
+    type's fabric.socket_ifname): `eth0` or `ib0` where the site says `ibp`. An entry and a site prefix overlap
+    when one is a prefix of the other; a user's exclusion list (`^...`) names no interface and is not checked."""
+    u_excl, u_exact, u_items = parse_ifname_spec(user)
+    s_excl, s_exact, s_items = parse_ifname_spec(site)
+    if u_excl:
+        return []
+
+    def overlaps(u: str, s: str) -> bool:
+        if u_exact and s_exact:
+            return u == s
+        if u_exact:
+            return u.startswith(s)
+        if s_exact:
+            return s.startswith(u)
+        return u.startswith(s) or s.startswith(u)
+
+    if s_excl:  # the site allows everything but its list: an entry wholly inside an excluded prefix is outside
+        return [u for u in u_items if any(u == s or (not s_exact and u.startswith(s)) for s in s_items)]
+    return [u for u in u_items if not any(overlaps(u, s) for s in s_items)]
+
+
 def lint_env(env: Mapping[str, str], *, nccl_version: tuple[int, int] = DEFAULT_NCCL_VERSION,
              storage_hcas: list[str] | None = None, fabric: str | None = None,
              allow_unknown: list[str] | None = None, key_prefix: str = "",
-             rail_optimized: bool | None = None, sharp: bool | None = None) -> list[Problem]:
+             rail_optimized: bool | None = None, sharp: bool | None = None,
+             socket_ifname: str | None = None) -> list[Problem]:
     """Problems with user-set NCCL variables. Errors for names NCCL does not know; warnings for risky values.
 
-    `key_prefix` lets callers locate problems (e.g. "nccl.env"). `fabric`, `rail_optimized` and `sharp` are the
-    node type's (None: unknown, and the checks that need them are skipped).
+    `key_prefix` lets callers locate problems (e.g. "nccl.env"). `fabric`, `rail_optimized`, `sharp` and
+    `socket_ifname` are the node type's (None: unknown, and the checks that need them are skipped).
     """
     problems: list[Problem] = []
     allowed = set(allow_unknown or [])
@@ -158,12 +201,12 @@ def lint_env(env: Mapping[str, str], *, nccl_version: tuple[int, int] = DEFAULT_
                 "variables should not be used in production nor retained in scripts", key=key,
                 hint="remove it unless you are debugging a specific problem", severity="warning"))
         problems.extend(_check_value(name, value, key, nccl_version, storage_hcas or [], fabric))
-        problems.extend(_check_against_site(name, value, key, fabric, rail_optimized, sharp))
+        problems.extend(_check_against_site(name, value, key, fabric, rail_optimized, sharp, socket_ifname))
     return problems
 
 
 def _check_against_site(name: str, value: str, key: str, fabric: str | None, rail_optimized: bool | None,
-                        sharp: bool | None) -> list[Problem]:
+                        sharp: bool | None, socket_ifname: str | None) -> list[Problem]:
     """Values that are legal but wrong for the site's fabric or for a production job (NCCL's environment-variable
     documentation, https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html)."""
     out: list[Problem] = []
@@ -191,6 +234,14 @@ def _check_against_site(name: str, value: str, key: str, fabric: str | None, rai
                            "routable-FLID GID itself (NCCL_IB_ROUTABLE_FLID_GID_INDEX)", key=key,
                            hint="remove it, or set fabric.kind: roce if the HCAs' link layer is Ethernet",
                            severity="warning"))
+    outside = ifnames_outside(value.strip(), socket_ifname) if name == "NCCL_SOCKET_IFNAME" and socket_ifname else []
+    if outside:
+        out.append(Problem(f"NCCL_SOCKET_IFNAME={value}: {', '.join(outside)} can match no interface the node type "
+                           f"has (its fabric.socket_ifname is {socket_ifname!r}, a prefix as NCCL reads it); a value "
+                           "that selects nothing stops NCCL at init (\"Bootstrap : no socket interface found\", "
+                           "src/bootstrap.cc)", key=key,
+                           hint=f"remove it (the site profile sets NCCL_SOCKET_IFNAME={socket_ifname}), or use a "
+                           "name the node type's interfaces start with", severity="warning"))
     if name == "NCCL_COLLNET_ENABLE" and value.strip() == "1" and fabric == "infiniband" and sharp is False:
         out.append(Problem("NCCL_COLLNET_ENABLE=1 but the site declares no SHARP (fabric.sharp false): without "
                            "SHARP switches and the collnet plugin there is nothing to enable", key=key,

@@ -174,7 +174,11 @@ def make_plan(spec: JobSpec, site: Site, src: Source | None = None,
     site_nccl = fabric_env(nt) if launcher.distributed or gpus_per_node > 1 else {}
     user_nccl = {k: str(v) for k, v in spec.nccl.env.items()}
     user_env = {k: _env_str(v) for k, v in spec.env.items()}
-    lint_args = dict(storage_hcas=nt.storage_hcas, fabric=nt.fabric.kind, allow_unknown=spec.nccl.allow_unknown)
+    # The node type's fabric facts, so the site-aware warnings (CROSS_NIC on a rail-optimized fabric, COLLNET
+    # without SHARP, an interface the node does not have) fire in validate/render/submit, not only in doctor.
+    lint_args = dict(storage_hcas=nt.storage_hcas, fabric=nt.fabric.kind, allow_unknown=spec.nccl.allow_unknown,
+                     rail_optimized=nt.fabric.rail_optimized, sharp=nt.fabric.sharp,
+                     socket_ifname=nt.fabric.socket_ifname)
     for p in lint_env(user_nccl, **lint_args):
         chk.add(("nccl", "env", p.key or ""), p.message, p.hint, p.severity)
     for p in lint_env({k: v for k, v in user_env.items() if k.startswith(("NCCL_", "TORCH_NCCL"))

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from slurmkit.config.units import format_cpulist, parse_cpulist
-from slurmkit.nccl import FABRICS, lint_env
+from slurmkit.nccl import FABRICS, lint_env, select_ifnames
 from slurmkit.site.discover import read_infiniband, run_command
 from slurmkit.site.model import NodeType, Site
 
@@ -534,20 +534,6 @@ def parse_ip_link(text: str) -> dict[str, bool]:
             flags = m.group(2).split(",")
             out[m.group(1)] = m.group(3) == "UP" or (m.group(3) == "UNKNOWN" and "UP" in flags)
     return out
-
-
-def select_ifnames(spec: str, names: list[str]) -> list[str]:
-    """The interfaces NCCL_SOCKET_IFNAME selects among `names`, by NCCL's rule: a comma list of prefixes; a
-    leading `^` makes the whole list exclusions, a leading `=` (after any `^`) makes the entries exact names."""
-    exclude = spec.startswith("^")
-    rest = spec[1:] if exclude else spec
-    exact = rest.startswith("=")
-    items = [i for i in (rest[1:] if exact else rest).split(",") if i]
-
-    def hit(name: str) -> bool:
-        return any(name == i or (not exact and name.startswith(i)) for i in items)
-
-    return [n for n in names if hit(n) != exclude]
 
 
 def check_ifname(inp: Inputs, nt: NodeType | None) -> Check:
