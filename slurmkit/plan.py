@@ -185,10 +185,14 @@ def make_plan(spec: JobSpec, site: Site, src: Source | None = None,
                        or k in ("NCCL_TOPO",)}, **lint_args):
         chk.add(("env", p.key or ""), p.message, p.hint, p.severity)
     nccl_spec = {k: (v, ("nccl", "env", k)) for k, v in user_nccl.items()}
-    if spec.nccl.debug:
-        nccl_spec["NCCL_DEBUG"] = (spec.nccl.debug, ("nccl", "debug"))
-    if spec.nccl.debug_subsys:
-        nccl_spec["NCCL_DEBUG_SUBSYS"] = (spec.nccl.debug_subsys, ("nccl", "debug_subsys"))
+    for name, key, value in (("NCCL_DEBUG", "debug", spec.nccl.debug),
+                             ("NCCL_DEBUG_SUBSYS", "debug_subsys", spec.nccl.debug_subsys)):
+        if value:
+            if name in user_nccl and user_nccl[name] != value:
+                chk.add(("nccl", key), f"nccl.{key} is {value!r} and nccl.env.{name} is {user_nccl[name]!r}; the "
+                        f"script exports {name}={value}", hint=f"set it in one place (nccl.{key})",
+                        severity="warning")
+            nccl_spec[name] = (value, ("nccl", key))
     user_env, nccl_env = _layer_nccl(site_nccl, user_env, nccl_spec, part.node_type, src, chk)
     chk.raise_errors()
 

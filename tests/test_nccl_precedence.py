@@ -82,3 +82,9 @@ def test_a_variable_only_the_user_sets_stays_where_it_was():
     script, _ = rendered(env={"NCCL_IB_TIMEOUT": "22"})
     assert exported(script, "NCCL_IB_TIMEOUT") == (1, "22")
     assert exported(script, "NCCL_IB_HCA")[0] == 1  # the rest of the profile is still there
+
+
+def test_nccl_debug_beats_nccl_env_nccl_debug_with_a_warning():
+    script, warnings = rendered(nccl={"debug": "INFO", "env": {"NCCL_DEBUG": "WARN"}})
+    assert exported(script, "NCCL_DEBUG") == (1, "INFO")
+    assert any("nccl.debug is 'INFO' and nccl.env.NCCL_DEBUG is 'WARN'" in w for w in warnings), warnings
