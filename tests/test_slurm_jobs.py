@@ -141,3 +141,11 @@ def test_stuck_only_when_every_live_task_waits_for_something_that_cannot_come():
     assert stuck([never, JobInfo("2", "n", "u", "RUNNING")]) is None
     assert stuck([JobInfo("3", "n", "u", "PENDING", reason="Priority")]) is None
     assert stuck([JobInfo("4", "n", "u", "COMPLETED")]) is None
+
+
+def test_cli_backend_reads_a_job_name_with_a_non_utf8_byte():
+    """squeue prints other users' job names as bytes; one 0xff must not stop status or find_by_tag for everyone."""
+    from slurmkit.backends.cli import CliBackend
+
+    proc = CliBackend()._run(["printf", "1|a\\377b|alice"])
+    assert proc.returncode == 0 and proc.stdout == "1|a\\xffb|alice"

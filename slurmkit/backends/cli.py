@@ -49,8 +49,11 @@ class CliBackend(Backend):
 
     def _run(self, argv: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
         try:
-            return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=self.timeout_s,
-                                  env=slurm_jobs.environment())
+            # Any user's job name reaches squeue's output and Slurm allows any bytes in it: decoded strictly, one
+            # 0xff in another user's job name made every `sk status` and submit retry (find_by_tag) fail on the
+            # devcluster. Undecodable bytes read as \xNN (the store's text policy, slurmkit/record.py).
+            return subprocess.run(argv, input=stdin, capture_output=True, encoding="utf-8",
+                                  errors="backslashreplace", timeout=self.timeout_s, env=slurm_jobs.environment())
         except FileNotFoundError as exc:
             raise BackendUnavailable(f"{argv[0]} not found: Slurm's client commands are not installed here",
                                      hint="run on a login node, or choose --backend rest") from exc
