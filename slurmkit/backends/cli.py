@@ -51,7 +51,8 @@ class CliBackend(Backend):
         try:
             # Any user's job name reaches squeue's output and Slurm allows any bytes in it: decoded strictly, one
             # 0xff in another user's job name made every `sk status` and submit retry (find_by_tag) fail on the
-            # devcluster. Undecodable bytes read as \xNN (the store's text policy, slurmkit/record.py).
+            # devcluster. Undecodable bytes read as \xNN: display and lookup only; what is stored goes through the
+            # accounting path (the spool-safety branch gives the store its own, recoverable text policy).
             return subprocess.run(argv, input=stdin, capture_output=True, encoding="utf-8",
                                   errors="backslashreplace", timeout=self.timeout_s, env=slurm_jobs.environment())
         except FileNotFoundError as exc:

@@ -30,6 +30,7 @@ The interface used, from pyslurm's documentation and source:
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import importlib.util
@@ -151,7 +152,9 @@ def _series(text: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+@functools.cache
 def _sinfo_version() -> str | None:
+    """The running Slurm's `sinfo -V`, once per process (auto-selection and the backend's import both ask)."""
     try:
         out = subprocess.run(["sinfo", "-V"], capture_output=True, text=True, timeout=15)
     except (OSError, subprocess.TimeoutExpired):

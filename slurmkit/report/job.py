@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,9 +138,7 @@ def total_line(runs: list[JobRun]) -> str | None:
     """The sum over an array's tasks (or a requeued job's runs), when there is more than one run."""
     if len(runs) < 2:
         return None
-    states: dict[str, int] = {}
-    for r in runs:
-        states[r.job["state"]] = states.get(r.job["state"], 0) + 1
+    states = Counter(r.job["state"] for r in runs)
     gpu_h = sum(r.hours * (r.job["gpus"] or 0) for r in runs)
     counts = [verdict_counts(r) for r in runs]
     idle, measured = sum(c[0] for c in counts), sum(c[1] for c in counts)
