@@ -7,6 +7,7 @@ its template in job_templates/launchers/ (docs/architecture.md, "Adding a launch
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 if TYPE_CHECKING:
@@ -47,6 +48,9 @@ class Launcher:
     refused_commands: ClassVar[frozenset[str]] = frozenset()
     refused_message: ClassVar[str] = ""
     refused_hint: ClassVar[str] = ""
+    #: A directory of templates this launcher brings (a third-party launcher's `launchers/<name>.sh.j2`),
+    #: searched after the site's templates_dir and before the built-in job_templates/.
+    template_dir: ClassVar[Path | None] = None
 
     @property
     def template(self) -> str:
