@@ -11,7 +11,6 @@ import sys
 import click
 
 from slurmkit.cli import actions
-from slurmkit.cli.actions import _dependency_names  # noqa: F401 - slurmkit/docs/examples.py imports it from here
 from slurmkit.cli.common import backend_option, handle_errors, json_option, site_option
 
 set_option = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",

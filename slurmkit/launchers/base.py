@@ -8,10 +8,7 @@ its template in job_templates/launchers/ (docs/architecture.md, "Adding a launch
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal
-
-if TYPE_CHECKING:
-    from slurmkit.site.model import Site
+from typing import ClassVar, Literal, Protocol
 
 TaskPer = Literal["gpu", "node", "job"]
 
@@ -20,6 +17,13 @@ TaskPer = Literal["gpu", "node", "job"]
 TORCHELASTIC_SIGNALS = frozenset({"TERM", "INT", "HUP", "QUIT"})
 
 REGISTRY: dict[str, Launcher] = {}
+
+
+class Site(Protocol):
+    """What a launcher reads of the site config (slurmkit.site.model.Site): a protocol, so that launchers do not
+    import the site model (which imports config/, which the job spec's launcher choices come through)."""
+
+    mpi: str
 
 
 class Launcher:
