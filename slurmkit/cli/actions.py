@@ -89,9 +89,11 @@ def render(spec: str, output: str | None, site_path: str | None, overrides: tupl
     plan = _plan(f, site_path, _placeholder_deps(f), paths=False)
     _warn(plan)
     if explain:
+        from slurmkit.backends import choose
         from slurmkit.render import plan_summary
 
-        echo_json(plan_summary(plan))
+        choice = choose(None, plan.site)  # what `sk submit` would use; named, not built (a render needs none)
+        echo_json({**plan_summary(plan), "backend": choice.name, "backend_reason": choice.reason})
         return
     script = render_script(plan)
     if output:
@@ -186,10 +188,12 @@ def submit(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, 
         out = []
         for path, name, be, request in _requests(read_specs(specs, overrides), site_path, backend, {}, True):
             command = be.describe(request, test_only=test_only)
+            why = be.choice.reason if be.choice else f"backend {be.name}"
             if as_json:
                 out.append({"file": path, "name": name, "script": request.script, "command": command,
-                            "tag": request.tag})
+                            "tag": request.tag, "backend": be.name, "backend_reason": why})
             else:
+                echo(f"# {path}: backend {be.name} ({why})")
                 echo(f"# {path}: would run: {command}\n")
                 echo(request.script)
         if as_json:
