@@ -114,7 +114,7 @@ def devcluster_env() -> dict[str, str]:
     for line in out.splitlines():
         name, _, value = line.removeprefix("export ").partition("=")
         if name in ("PATH", "SLURM_CONF"):
-            value = shlex.split(value.replace('"$PATH"', ""))[0] if value else ""
+            value = shlex.split(value.replace('"$PATH"', ""))[0].rstrip(":") if value else ""
             env[name] = f"{value}:/usr/bin:/bin" if name == "PATH" else value
     return env
 
