@@ -1,7 +1,8 @@
-"""Submission latency on the devcluster: slurmkit's backends against plain sbatch, measured in one run.
+"""Submission latency on the devcluster (Slurm 25.11): slurmkit's backends against plain sbatch, in one run.
 
 Everything runs as the unprivileged devcluster user (default alice) because the rest backend can only reach
-slurmrestd over that user's own socket (rest_auth/local); the baselines run as the same user the same way.
+slurmrestd over that user's own socket (rest_auth/local); the baselines run as the same user the same way, with
+the environment `contrib/devcluster/env` prints (the running Slurm's commands first on PATH, its SLURM_CONF).
 Every job is submitted held (--hold) so nothing runs on the shared cluster, is named be-bench-*, and is cancelled
 at the end. Rows (median of --runs, interleaved round-robin so drift hits every row alike):
 
@@ -10,13 +11,15 @@ at the end. Rows (median of --runs, interleaved round-robin so drift hits every 
     sbatch < script (subprocess)    the same pre-rendered script the backends submit, on stdin
     CliBackend.submit               slurmkit's cli backend (sbatch + the tag comment)
     RestBackend.submit              slurmkit's rest backend (one POST over the unix socket)
+    PyslurmBackend.submit           slurmkit's pyslurm backend (libslurm in the process: no process start)
   whole command (fresh process each time):
-    sk submit --backend cli / rest  spec -> plan -> render -> submit, interpreter start-up included; the same spec
-                                    each time, so its validation comes from sk's per-user cache (configcache.py)
+    sk submit --backend cli / rest / pyslurm
+                                    spec -> plan -> render -> submit, interpreter start-up included; the same spec
+                                    each time, so its validation comes from sk's per-user cache (inputs.py)
     sk submit --backend cli, edited the spec's content changes before each run: validated again (a cache miss)
   sweep (--sweep N, 0 skips): `sk submit` of an N-task array spec vs N separate `sbatch` calls.
 
-    .venv/bin/python bench/submit.py [--runs 15] [--sweep 1000] [--user alice]
+    .venv/bin/python bench/submit.py [--runs 15] [--sweep 1000] [--user alice]   (as root: it runs runuser)
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import compileall
 import json
 import os
 import pwd
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -39,6 +43,7 @@ PY = sys.executable
 SK = str(Path(PY).parent / "sk")
 SITE = str(ROOT / "site_config" / "devcluster.yaml")
 SOCKET = "unix:/run/slurmkit-devcluster/rest-{user}.sock"
+KINDS = ("cli", "rest", "pyslurm")
 
 SPEC = """name: be-bench-{kind}
 launcher: none
@@ -55,6 +60,7 @@ SWEEP = SPEC.replace("command:", "array: {{grid: {{i: [{values}]}}}}\ncommand:")
 IN_PROCESS = r"""
 import json, subprocess, sys, time
 from slurmkit.backends.cli import CliBackend
+from slurmkit.backends.pyslurm import PyslurmBackend
 from slurmkit.backends.rest import RestBackend
 from slurmkit.plan import make_plan
 from slurmkit.render import build_request, render
@@ -66,7 +72,7 @@ site = load_site(site_path)
 spec, src = load_spec(spec_path, [])
 plan = make_plan(spec, site, src, {})
 script = render(plan)
-cli, rest = CliBackend(), RestBackend(url)
+cli, rest, pyslurm = CliBackend(), RestBackend(url), PyslurmBackend()
 
 def sbatch(argv, stdin=None):
     out = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=True).stdout
@@ -79,6 +85,7 @@ cases = {
     "sbatch < script (subprocess)": lambda: sbatch(["sbatch", "--parsable"], script),
     "CliBackend.submit": lambda: cli.submit(build_request(plan, script)).job_id,
     "RestBackend.submit": lambda: rest.submit(build_request(plan, script)).job_id,
+    "PyslurmBackend.submit": lambda: pyslurm.submit(build_request(plan, script)).job_id,
 }
 samples = {k: [] for k in cases}
 ids = []
@@ -99,6 +106,19 @@ def as_user(user: str, cmd: list[str], env: dict[str, str], cwd: str | None = No
                           check=True)
 
 
+def devcluster_env() -> dict[str, str]:
+    """PATH (the running Slurm's bin first) and SLURM_CONF, as `contrib/devcluster/env` prints them."""
+    out = subprocess.run([str(ROOT / "contrib" / "devcluster" / "env")], capture_output=True, text=True,
+                         check=True).stdout
+    env: dict[str, str] = {}
+    for line in out.splitlines():
+        name, _, value = line.removeprefix("export ").partition("=")
+        if name in ("PATH", "SLURM_CONF"):
+            value = shlex.split(value.replace('"$PATH"', ""))[0].rstrip(":") if value else ""
+            env[name] = f"{value}:/usr/bin:/bin" if name == "PATH" else value
+    return env
+
+
 def job_ids_from_sk(stdout: str) -> list[int]:
     return [item["job_id"] for item in json.loads(stdout)]
 
@@ -111,7 +131,8 @@ def main() -> None:
     args = ap.parse_args()
     pw = pwd.getpwnam(args.user)
     env = {"PATH": "/usr/bin:/bin", "HOME": pw.pw_dir, "USER": args.user, "LOGNAME": args.user, "LANG": "C.UTF-8",
-           "SK_REST_URL": SOCKET.format(user=args.user)}
+           "SK_REST_URL": SOCKET.format(user=args.user), **devcluster_env()}
+    slurm = subprocess.run(["sinfo", "-V"], capture_output=True, text=True, env=env).stdout.strip()
     # Bytecode as `pip install` leaves it, even under PYTHONDONTWRITEBYTECODE or for a user who cannot write
     # __pycache__: otherwise every run would pay for compiling slurmkit's sources.
     compileall.compile_dir(ROOT / "slurmkit", quiet=1)
@@ -119,7 +140,7 @@ def main() -> None:
     os.chown(work, pw.pw_uid, -1)
     ids: list[int] = []
     try:
-        for kind in ("cli", "rest"):
+        for kind in KINDS:
             Path(work, f"{kind}.yaml").write_text(SPEC.format(kind=kind))
         # In-process backend calls.
         run = as_user(args.user, [PY, "-c", IN_PROCESS, f"{work}/cli.yaml", SITE, env["SK_REST_URL"],
@@ -132,7 +153,7 @@ def main() -> None:
         baseline = "sbatch --wrap (runuser)"
         cmds = {baseline: ["sbatch", "--parsable", "--hold", "-J", "be-bench-wrap", "--wrap", "true"]}
         cmds.update({f"sk submit --backend {k}": [SK, "submit", f"{k}.yaml", "--site", SITE, "--backend", k,
-                                                  "--json"] for k in ("cli", "rest")})
+                                                  "--json"] for k in KINDS})
         edited = "sk submit --backend cli, edited"
         cmds[edited] = [SK, "submit", "edited.yaml", "--site", SITE, "--backend", "cli", "--json"]
         spec_text = SPEC.format(kind="edited")
@@ -156,7 +177,8 @@ def main() -> None:
                 whole[name].append(submit_once(name, run))
 
         base = rows["sbatch --wrap (subprocess)"]
-        print(f"slurmkit submit latency, devcluster (Slurm 22.05), user {args.user}, median of {args.runs}\n")
+        print(f"slurmkit submit latency, devcluster ({slurm}), user {args.user}, median of {args.runs}, "
+              "interleaved\n")
         print(f"{'in-process':<34}{'median ms':>10}{'x baseline':>12}{'+ ms':>9}")
         for name, ms in rows.items():
             print(f"{name:<34}{ms:>10.1f}{ms / base:>12.2f}{ms - base:>9.1f}")
@@ -165,7 +187,7 @@ def main() -> None:
         for name in cmds:
             ms = statistics.median(whole[name])
             print(f"{name:<34}{ms:>10.1f}{ms / wbase:>12.2f}{ms - wbase:>9.1f}")
-        print("goal (issue 3): sk submit adds <= 150 ms over plain sbatch")
+        print("goals (issue 12): PyslurmBackend.submit <= 0.5x sbatch; sk submit via pyslurm <= +150 ms")
 
         if args.sweep:
             values = ", ".join(str(i) for i in range(args.sweep))

@@ -10,13 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from slurmkit.config.suggest import closest
 from slurmkit.errors import Problem
 
-if TYPE_CHECKING:
-    from slurmkit.site.model import NodeType
+
+class NodeType(Protocol):
+    """What the fabric rules read of a node type (slurmkit.site.model.NodeType): a protocol, so that this module
+    does not import the site model, which imports the fabric profiles from here."""
+
+    fabric: Any
+    compute_hcas: list[str]
+    storage_hcas: list[str]
 
 # NCCL_IB_TIMEOUT default by NCCL version: 20 since 2.23, 18 in 2.14-2.22, 14 before.
 IB_TIMEOUT_DEFAULTS = ((2, 23, 20), (2, 14, 18), (0, 0, 14))

@@ -317,7 +317,7 @@ def _launcher(spec: JobSpec, chk: _Checker) -> Launcher:
     try:
         launcher = launchers.get(spec.launcher)  # the spec's choices are the registry's names
     except KeyError:  # only a spec validated by other code (a stale cache entry) gets here
-        chk.add(("launcher",), f"unknown launcher {spec.launcher!r}",
+        chk.add(("launcher",), f"{spec.launcher!r} is not a launcher installed here",
                 hint=did_you_mean(spec.launcher, launchers.launcher_names()))
         chk.raise_errors()
         raise

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,29 +118,33 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
     return _BytecodeCache(str(path)) if path else None
 
 
-def environment(site_templates: Path | None = None) -> jinja2.Environment:
-    """Site templates first (override or add), then the built-in job_templates/."""
-    dirs = [str(site_templates)] if site_templates else []
-    dirs.append(str(TEMPLATES_DIR))
+def template_dirs(site_templates: Path | None = None, launchers: Iterable[Launcher] = ()) -> list[Path]:
+    """Where templates are looked up, in order: the site's (override or add), the launchers' own (a third-party
+    launcher's partial), the built-in job_templates/."""
+    dirs = [site_templates] if site_templates else []
+    dirs += [la.template_dir for la in launchers if la.template_dir]
+    return [*dirs, TEMPLATES_DIR]
+
+
+def environment(site_templates: Path | None = None, launchers: Iterable[Launcher] = ()) -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(dirs), undefined=jinja2.StrictUndefined, finalize=_finalize,
+        loader=jinja2.FileSystemLoader([str(d) for d in template_dirs(site_templates, launchers)]),
+        undefined=jinja2.StrictUndefined, finalize=_finalize,
         bytecode_cache=_bytecode_cache(), **_ENV_OPTIONS)
     env.filters["words"] = words
     env.filters["comment"] = comment
     return env
 
 
-def list_templates(site_templates: Path | None = None) -> list[tuple[str, str]]:
-    """(name, where) of every template, site ones marked as overriding the built-ins."""
-    builtin = {p.relative_to(TEMPLATES_DIR).as_posix() for p in TEMPLATES_DIR.rglob("*.j2")}
-    site = set()
-    if site_templates and site_templates.is_dir():
-        site = {p.relative_to(site_templates).as_posix() for p in site_templates.rglob("*.j2")}
-    out = []
-    for name in sorted(builtin | site):
-        where = ("site (overrides built-in)" if name in builtin else "site") if name in site else "built-in"
-        out.append((name, where))
-    return out
+def list_templates(site_templates: Path | None = None, launchers: Iterable[Launcher] = ()) -> list[tuple[str, str]]:
+    """(name, where) of every template: the one the lookup finds first, marked when it overrides another."""
+    found: dict[str, list[str]] = {}
+    for d in template_dirs(site_templates, launchers):
+        where = ("site" if d == site_templates else "built-in" if d == TEMPLATES_DIR
+                 else "launcher " + next(la.name for la in launchers if la.template_dir == d))
+        for p in sorted(d.rglob("*.j2")) if d.is_dir() else []:
+            found.setdefault(p.relative_to(d).as_posix(), []).append(where)
+    return [(name, f"{w[0]} (overrides {w[1]})" if len(w) > 1 else w[0]) for name, w in sorted(found.items())]
 
 
 def _sbatch_lines(plan: Plan) -> list[Shell]:
@@ -210,7 +215,7 @@ def render(plan: Plan) -> str:
         "watchdog": plan.spec.preempt.requeue_after if plan.spec.preempt else None,
     }
     try:
-        return environment(site_dir).get_template(MAIN_TEMPLATE).render(ctx)
+        return environment(site_dir, [plan.launcher]).get_template(MAIN_TEMPLATE).render(ctx)
     except jinja2.TemplateNotFound as exc:
         raise RenderError(Problem(f"template {exc.name!r} not found", file=str(site_dir or TEMPLATES_DIR),
                                   hint="see `sk templates`")) from exc

@@ -19,11 +19,10 @@ from slurmkit.config.source import Source, load, loads
 from slurmkit.config.strict import Strict, validate
 from slurmkit.config.units import parse_mem_mib, parse_time_minutes
 from slurmkit.errors import Problem, SpecError
-from slurmkit.launchers import all_launchers, launcher_names
+from slurmkit.launchers import GROUP, all_launchers, builtin_names, launcher_names
 from slurmkit.launchers import get as get_launcher
 from slurmkit.slurm.fields import MAX_JOB_ID
 
-Launcher = Literal[launcher_names()]  # type: ignore[valid-type]  # one module each in slurmkit/launchers/
 BindPolicy = Literal["auto", "none", "membind", "preferred", "cpus"]
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -72,6 +71,15 @@ EnvName = Annotated[str, AfterValidator(_env_name)]
 JobRef = Annotated[Int | str, _not_bool("a job id or the name of a spec"), AfterValidator(_job_ref)]
 ExtraValue = Annotated[str | Int | None, _not_bool("a value, or nothing (`hold:`) for an option without one"),
                        AfterValidator(lambda v: _no_control(v, "the value") if isinstance(v, str) else v)]
+
+
+def _launcher_name(name: str) -> str:
+    """A registered launcher: a built-in (no entry-point scan), else one from the entry-point group."""
+    if name in builtin_names() or name in launcher_names():
+        return name
+    from slurmkit.config.suggest import did_you_mean
+
+    raise ValueError(f"{name!r} is not a launcher installed here; {did_you_mean(name, launcher_names())}")
 
 
 def _no_control(value: str, what: str) -> str:
@@ -185,7 +193,9 @@ class JobSpec(JobSpecMixin, Strict):
     mem_per_gpu: str | None = Field(None, description="e.g. 64G; default: the partition's default_mem_per_gpu")
     time: str | None = Field(None, description="time limit (30, 04:00:00, 2-00:00:00); default: partition's")
     exclusive: bool = Field(False, description="whole nodes only (sbatch --exclusive)")
-    launcher: Launcher = Field("srun", description="; ".join(f"{la.name}: {la.summary}" for la in all_launchers()))
+    launcher: Annotated[str, AfterValidator(_launcher_name)] = Field(
+        "srun", description="; ".join(f"{la.name}: {la.summary}" for la in map(get_launcher, builtin_names()))
+        + f"; or a launcher installed in the entry-point group {GROUP}")
     binding: BindPolicy = Field("auto", description="auto (= CPUs + preferred local memory), membind (strict), "
                                                     "preferred, cpus (CPUs only), none")
     workdir: str | None = Field(None, description="working directory (default: where you submit from)")

@@ -137,3 +137,30 @@ def test_an_entry_point_never_replaces_a_builtin(tmp_path, plugin):
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, **plugin})
     assert run.stdout.strip() == "CliBackend"
+
+
+def test_backend_auto_says_which_backend_it_picked_and_why(tmp_path):
+    from slurmkit.backends.pyslurm import detect
+
+    found = detect()  # this machine: pyslurm in the venv, and the devcluster's Slurm (or not)
+    expected = "pyslurm" if found.usable else "cli"
+    site = site_with(tmp_path, backend="auto")
+    dry = sk("submit", EXAMPLE, "--site", site, "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    [item] = json.loads(dry.stdout)
+    assert item["backend"] == expected and item["backend_reason"].startswith("backend: auto: ")
+    assert found.reason in item["backend_reason"]
+    text = sk("submit", EXAMPLE, "--site", site, "--dry-run")
+    assert f"backend {expected} (backend: auto: " in text.stdout
+    explain = json.loads(sk("render", EXAMPLE, "--site", site, "--explain").stdout)
+    assert (explain["backend"], explain["backend_reason"]) == (expected, item["backend_reason"])
+    # No sinfo on PATH: auto cannot tell which Slurm runs, so cli, and it says so.
+    bare = {"PATH": str(Path(sys.executable).parent)}
+    explain = json.loads(sk("render", EXAMPLE, "--site", site, "--explain", env=bare).stdout)
+    assert explain["backend"] == "cli"
+    assert explain["backend_reason"] == ("backend: auto: cli (sbatch), because sinfo -V failed: cannot tell which "
+                                         "Slurm is running")
+    named = json.loads(sk("submit", EXAMPLE, "--site", site, "--dry-run", "--json", "--backend", "cli").stdout)
+    assert (named[0]["backend"], named[0]["backend_reason"]) == ("cli", "named by --backend")
+    configured = json.loads(sk("render", EXAMPLE, "--site", site_with(tmp_path, backend="rest"), "--explain").stdout)
+    assert configured["backend_reason"] == f"backend: rest in {tmp_path / 'site.yaml'}"

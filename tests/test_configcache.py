@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from slurmkit import spec
+from slurmkit import inputs, spec
 from slurmkit.config import cache as configcache
 from slurmkit.config.modeldata import plain_copy
 from slurmkit.errors import SpecError
@@ -42,13 +42,13 @@ def _no_validation(monkeypatch) -> None:
 
 
 def test_a_second_load_is_the_remembered_result_without_validating(private_cache, monkeypatch):
-    first_site = configcache.load_site(DGX)
-    first_spec, first_src = configcache.read_spec(str(EXAMPLE)).validate()
+    first_site = inputs.load_site(DGX)
+    first_spec, first_src = inputs.read_spec(str(EXAMPLE)).validate()
     assert first_site == plain_copy(site.load_site(DGX)) and first_spec == plain_copy(spec.load_spec(str(EXAMPLE))[0])
     assert len(_entries(private_cache)) == 2
     _no_validation(monkeypatch)
-    again_site = configcache.load_site(DGX)
-    again_spec, again_src = configcache.read_spec(str(EXAMPLE)).validate()
+    again_site = inputs.load_site(DGX)
+    again_spec, again_src = inputs.read_spec(str(EXAMPLE)).validate()
     assert again_site == first_site and again_site.source_file == str(DGX)
     assert again_spec == first_spec and again_src.lines == first_src.lines and again_src.file == str(EXAMPLE)
 
@@ -57,10 +57,10 @@ def test_an_edit_is_seen_even_with_the_same_size_and_mtime(tmp_path):
     path = tmp_path / "job.yaml"
     path.write_text("name: aaaa\ncommand: [x]\n")
     stamp = path.stat().st_mtime_ns
-    assert configcache.read_spec(str(path)).validate()[0].name == "aaaa"
+    assert inputs.read_spec(str(path)).validate()[0].name == "aaaa"
     path.write_text("name: bbbb\ncommand: [x]\n")
     os.utime(path, ns=(stamp, stamp))
-    assert configcache.read_spec(str(path)).validate()[0].name == "bbbb"
+    assert inputs.read_spec(str(path)).validate()[0].name == "bbbb"
 
 
 def test_failures_are_not_remembered_and_give_the_same_message(tmp_path, private_cache):
@@ -69,7 +69,7 @@ def test_failures_are_not_remembered_and_give_the_same_message(tmp_path, private
     messages = []
     for _ in range(2):
         with pytest.raises(SpecError) as exc:
-            configcache.read_spec(str(path)).validate()
+            inputs.read_spec(str(path)).validate()
         messages.append(exc.value.format())
     assert messages[0] == messages[1] and "did you mean 'nodes'" in messages[0]
     assert _entries(private_cache) == []
@@ -77,40 +77,40 @@ def test_failures_are_not_remembered_and_give_the_same_message(tmp_path, private
 
 def test_overrides_are_part_of_the_key_and_data_is_what_the_file_says(tmp_path, monkeypatch):
     for attempt in range(2):
-        f = configcache.read_spec(str(EXAMPLE), ["name=other", "nodes=3"])
+        f = inputs.read_spec(str(EXAMPLE), ["name=other", "nodes=3"])
         assert f.data["name"] == "llm-pretrain" and f.data["nodes"] == 2  # before --set
         job, src = f.validate()
         assert (job.name, job.nodes) == ("other", 3) and src.data["nodes"] == 3
         if attempt == 0:
             _no_validation(monkeypatch)
-    assert configcache.read_spec(str(EXAMPLE), ["nodes=4"]).data["nodes"] == 2
+    assert inputs.read_spec(str(EXAMPLE), ["nodes=4"]).data["nodes"] == 2
 
 
 def test_another_code_version_does_not_see_old_entries(monkeypatch):
-    configcache.load_site(DGX)
+    inputs.load_site(DGX)
     monkeypatch.setattr(configcache, "_code_version", lambda: b"some other slurmkit")
     calls = []
     real = site.site_from_source
     monkeypatch.setattr(site, "site_from_source", lambda src: calls.append(src) or real(src))
-    configcache.load_site(DGX)
+    inputs.load_site(DGX)
     assert len(calls) == 1
 
 
 def test_a_broken_entry_is_a_miss_and_is_replaced(private_cache):
-    expected = configcache.load_site(DGX)
+    expected = inputs.load_site(DGX)
     (entry,) = _entries(private_cache)
     entry.write_bytes(b"not a pickle")
-    assert configcache.load_site(DGX) == expected
+    assert inputs.load_site(DGX) == expected
     assert entry.read_bytes() != b"not a pickle"
 
 
 def test_a_cache_others_can_write_is_not_used(private_cache, monkeypatch):
-    configcache.load_site(DGX)
+    inputs.load_site(DGX)
     private_cache.chmod(0o777)
     calls = []
     real = site.site_from_source
     monkeypatch.setattr(site, "site_from_source", lambda src: calls.append(src) or real(src))
-    configcache.load_site(DGX)
+    inputs.load_site(DGX)
     assert len(calls) == 1
 
 

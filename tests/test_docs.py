@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
+from slurmkit.cli.docs import command_help
 from slurmkit.docs.build import build_guide
 from slurmkit.docs.html import external_assets
 from slurmkit.site.model import load_site
@@ -34,7 +35,7 @@ def guides(tmp_path_factory) -> dict[str, Path]:
     out = {}
     for name in SITES:
         d = tmp_path_factory.mktemp(f"guide-{name}")
-        build_guide(ROOT / "site_config" / f"{name}.yaml", d)
+        build_guide(ROOT / "site_config" / f"{name}.yaml", d, command_help=command_help)
         out[name] = d
     return out
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from slurmkit.backends.base import Backend
+from slurmkit.backends.base import Backend, Choice
 from slurmkit.errors import InputError, Problem, SiteConfigError
 
 Factory = Callable[[Any], Backend]
@@ -61,11 +61,22 @@ def names() -> list[str]:
     return [AUTO, *available()]
 
 
-def _auto() -> str:
-    """pyslurm when it imports and matches the running Slurm, else cli."""
+def choose(name: str | None, site: Any = None) -> Choice:
+    """By name (`--backend`), else the site config's `backend:`, else auto: pyslurm when it imports and matches
+    the running Slurm, else cli. Names are not checked here (get_backend does, when it builds one)."""
+    if name and name != AUTO:
+        return Choice(name, "named by --backend")
+    configured = getattr(site, "backend", None) if site is not None else None
+    if not name and configured and configured != AUTO:
+        where = getattr(site, "source_file", None) or "the site config"
+        return Choice(configured, f"backend: {configured} in {where}")
     from slurmkit.backends.pyslurm import detect
 
-    return "pyslurm" if detect().usable else "cli"
+    found = detect()
+    asked = "--backend auto" if name else "backend: auto"
+    if found.usable:
+        return Choice("pyslurm", f"{asked}: {found.reason}")
+    return Choice("cli", f"{asked}: cli (sbatch), because {found.reason}")
 
 
 def _factory(choice: str, site: Any, from_site: bool) -> Factory:
@@ -98,11 +109,11 @@ def _line_of_backend(file: str | None) -> int | None:
 
 
 def get_backend(name: str | None, site: Any = None) -> Backend:
-    """By name (`--backend`), else the site config's `backend:`, else auto-detect (cli where nothing else fits).
+    """The backend `choose` picks, built with the site; `.choice` says which and why.
     A name that is not registered is an InputError with a did-you-mean (located in the site file when it
     came from there)."""
-    choice = name or (getattr(site, "backend", None) if site is not None else None) or AUTO
-    from_site = not name and site is not None and choice != AUTO
-    if choice == AUTO:
-        choice = _auto()
-    return _factory(choice, site, from_site)(site)
+    choice = choose(name, site)
+    from_site = not name and site is not None and getattr(site, "backend", None) == choice.name
+    backend = _factory(choice.name, site, from_site)(site)
+    backend.choice = choice
+    return backend

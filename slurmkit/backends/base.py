@@ -51,10 +51,20 @@ class CancelResult:
         return self.outcome in ("cancelled", "signalled")
 
 
+@dataclass(frozen=True)
+class Choice:
+    """Which backend a job command uses and why: what `sk submit --dry-run` and `sk render --explain` print."""
+
+    name: str
+    reason: str
+
+
 class Backend(ABC):
     name: ClassVar[str] = ""
     # Set by `jobs`: sentences on what its last answer could not show, for the CLI to print (stderr).
     limitations: Sequence[str] = ()
+    # Set by `get_backend`: which backend was picked and why, for the dry run.
+    choice: Choice | None = None
 
     @abstractmethod
     def submit(self, request: SubmitRequest, *, test_only: bool = False) -> SubmitResult:

@@ -14,18 +14,18 @@ from slurmkit.cli.output import echo, echo_json
 
 if TYPE_CHECKING:
     from slurmkit.backends.base import Backend
-    from slurmkit.config.cache import SpecFile
+    from slurmkit.inputs import SpecFile
     from slurmkit.plan import Plan
 
 
 def _plan(f: SpecFile, site_path: str | None, deps: dict[str, int] | None = None, paths: bool = True) -> Plan:
     # Order of the checks (and so of the first error a user sees): the spec's YAML (read_spec), the site
-    # config, then the spec itself. Both are plain copies of the validated models (configcache.py).
-    from slurmkit.config import cache as configcache
+    # config, then the spec itself. Both are plain copies of the validated models (inputs.py).
+    from slurmkit import inputs
     from slurmkit.plan import make_plan
     from slurmkit.site.lookup import find_site_file
 
-    site = configcache.load_site(find_site_file(site_path))
+    site = inputs.load_site(find_site_file(site_path))
     from slurmkit.preflight import check_paths
 
     spec, src = f.validate()
@@ -42,23 +42,16 @@ def _warn(plan: Plan) -> None:
 
 def _placeholder_deps(f: SpecFile) -> dict[str, int]:
     """For validate/render alone, dependencies on specs by name get a stand-in id (0) so the rest is checked."""
-    return dict.fromkeys(_dependency_names(f.data), 0)
+    from slurmkit.inputs import dependency_names
 
-
-def _dependency_names(data: dict) -> set[str]:
-    """Names of other specs that a spec's `dependency` refers to (job ids excluded)."""
-    deps = data.get("dependency") or {}
-    if not isinstance(deps, dict):
-        return set()
-    return {r for refs in deps.values() if isinstance(refs, list) for r in refs
-            if isinstance(r, str) and not r.isdigit()}
+    return dict.fromkeys(dependency_names(f.data), 0)
 
 
 def validate(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
     from dataclasses import asdict
 
-    from slurmkit.config.cache import read_spec
     from slurmkit.errors import EXIT_USAGE, InputError, SiteConfigError
+    from slurmkit.inputs import read_spec
     from slurmkit.render import plan_summary
 
     results = []
@@ -89,16 +82,18 @@ def validate(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str
 
 
 def render(spec: str, output: str | None, site_path: str | None, overrides: tuple[str, ...], explain: bool) -> None:
-    from slurmkit.config.cache import read_spec
+    from slurmkit.inputs import read_spec
     from slurmkit.render import render as render_script
 
     f = read_spec(spec, list(overrides))
     plan = _plan(f, site_path, _placeholder_deps(f), paths=False)
     _warn(plan)
     if explain:
+        from slurmkit.backends import choose
         from slurmkit.render import plan_summary
 
-        echo_json(plan_summary(plan))
+        choice = choose(None, plan.site)  # what `sk submit` would use; named, not built (a render needs none)
+        echo_json({**plan_summary(plan), "backend": choice.name, "backend_reason": choice.reason})
         return
     script = render_script(plan)
     if output:
@@ -117,8 +112,9 @@ def render(spec: str, output: str | None, site_path: str | None, overrides: tupl
 def _order(files: dict[str, SpecFile]) -> list[tuple[str, str]]:
     """(path, job name) in an order where a spec comes after the specs it depends on by name."""
     from slurmkit.errors import Problem, SpecError
+    from slurmkit.inputs import dependency_names
 
-    info = {path: (str(f.data.get("name", path)), _dependency_names(f.data)) for path, f in files.items()}
+    info = {path: (str(f.data.get("name", path)), dependency_names(f.data)) for path, f in files.items()}
     done: list[tuple[str, str]] = []
     pending = dict(info)
     while pending:
@@ -154,7 +150,7 @@ def _requests(files: dict[str, SpecFile], site_path: str | None, backend: str | 
 
 def read_specs(specs, overrides) -> dict[str, SpecFile]:
     """Every spec's YAML is read (and checked) before anything is submitted."""
-    from slurmkit.config.cache import read_spec
+    from slurmkit.inputs import read_spec
 
     return {str(p): read_spec(str(p), list(overrides)) for p in dict.fromkeys(specs)}
 
@@ -192,10 +188,12 @@ def submit(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, 
         out = []
         for path, name, be, request in _requests(read_specs(specs, overrides), site_path, backend, {}, True):
             command = be.describe(request, test_only=test_only)
+            why = be.choice.reason if be.choice else f"backend {be.name}"
             if as_json:
                 out.append({"file": path, "name": name, "script": request.script, "command": command,
-                            "tag": request.tag})
+                            "tag": request.tag, "backend": be.name, "backend_reason": why})
             else:
+                echo(f"# {path}: backend {be.name} ({why})")
                 echo(f"# {path}: would run: {command}\n")
                 echo(request.script)
         if as_json:

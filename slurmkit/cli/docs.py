@@ -36,7 +36,7 @@ def build(site_path: str, out_dir: str, no_html: bool, examples_dir: str | None,
     from slurmkit.docs.build import build_guide
 
     result = build_guide(site_path, out_dir, html=not no_html,
-                         examples_dir=Path(examples_dir) if examples_dir else None)
+                         examples_dir=Path(examples_dir) if examples_dir else None, command_help=command_help)
     if as_json:
         echo_json({"output": str(result.out_dir), "pages": result.pages,
                    "html": str(result.html_dir) if result.html_dir else None,
@@ -47,3 +47,20 @@ def build(site_path: str, out_dir: str, no_html: bool, examples_dir: str | None,
         click.echo(f"example {name} does not fit this site (listed with the reason): {why.splitlines()[0]}")
     if result.html_dir:
         click.echo(f"HTML: {result.html_dir / 'index.html'}")
+
+
+def command_help(path: list[str]) -> str:
+    """`sk <path> --help` as the installed CLI prints it (fixed width, so the guide does not depend on a tty)."""
+    from slurmkit.cli.main import cli
+    from slurmkit.errors import SlurmkitError
+
+    ctx = click.Context(cli, info_name="sk", terminal_width=100, max_content_width=100)
+    cmd: click.Command = cli
+    for name in path:
+        assert isinstance(cmd, click.Group)
+        sub = cmd.get_command(ctx, name)
+        if sub is None:
+            raise SlurmkitError(f"docs: no command sk {' '.join(path)}")
+        cmd = sub
+        ctx = click.Context(cmd, info_name=name, parent=ctx, terminal_width=100, max_content_width=100)
+    return cmd.get_help(ctx)

@@ -29,12 +29,12 @@ if TYPE_CHECKING:
 def _backend(site_path: str | None, name: str | None) -> Backend:
     """The backend `sk submit` would use here: a site config is optional for following jobs, but one named by
     --site or $SK_SITE must load."""
+    from slurmkit import inputs
     from slurmkit.backends import get_backend
-    from slurmkit.config import cache as configcache
     from slurmkit.site.lookup import find_site_file_if_any
 
     path = find_site_file_if_any(site_path)
-    return get_backend(name, configcache.load_site(path) if path else None)
+    return get_backend(name, inputs.load_site(path) if path else None)
 
 
 def _since(text: str) -> int:

@@ -11,7 +11,6 @@ import sys
 import click
 
 from slurmkit.cli import actions
-from slurmkit.cli.actions import _dependency_names  # noqa: F401 - slurmkit/docs/examples.py imports it from here
 from slurmkit.cli.common import backend_option, handle_errors, json_option, site_option
 
 set_option = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
@@ -84,12 +83,16 @@ def submit(specs: tuple[str, ...], site_path: str | None, overrides: tuple[str, 
 @click.option("--show", metavar="NAME", help="Print one template's source.")
 @handle_errors
 def templates(site_path: str | None, show: str | None) -> None:
-    """List the job templates (built-in, and the site's overrides from its templates_dir).
+    """List the job templates (built-in, a launcher's own, the site's overrides from its templates_dir), then
+    the launchers (built-in and installed from the `slurmkit.launchers` entry-point group) with what each does.
 
     \b
     Example:  sk templates --show launchers/torchrun.sh.j2
     """
-    from slurmkit.render import TEMPLATES_DIR, list_templates
+    import textwrap
+
+    from slurmkit.launchers import all_launchers
+    from slurmkit.render import list_templates, template_dirs
     from slurmkit.site.model import find_site_file, load_site
 
     site_dir = None
@@ -99,13 +102,18 @@ def templates(site_path: str | None, show: str | None) -> None:
     except Exception:
         if site_path:
             raise
+    launchers = all_launchers()
     if show:
-        for base in [site_dir, TEMPLATES_DIR]:
-            if base and (base / show).is_file():
+        for base in template_dirs(site_dir, launchers):
+            if (base / show).is_file():
                 sys.stdout.write((base / show).read_text())
                 return
         from slurmkit.errors import InputError
 
         raise InputError(f"no template named {show!r}", hint="run `sk templates` for the list")
-    for name, where in list_templates(site_dir):
+    for name, where in list_templates(site_dir, launchers):
         click.echo(f"{name:<32} {where}")
+    click.echo("\nlaunchers (the job spec's `launcher:`):")
+    for la in launchers:
+        click.echo(f"  {la.name:<12} {la.summary} [template {la.template}]")
+        click.echo(textwrap.fill(la.explanation, 110, initial_indent=" " * 15, subsequent_indent=" " * 15))

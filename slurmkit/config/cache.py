@@ -11,7 +11,6 @@ pickles in a private directory (usercache.py); one that cannot be read is a miss
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import hashlib
 import os
@@ -19,14 +18,11 @@ import pickle
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 from slurmkit import __version__
-from slurmkit.config.modeldata import JobSpecData, SiteData, plain_copy
-from slurmkit.config.source import Source, loads, read_text
 from slurmkit.config.userdirs import cache_dir
 
 MAX_ENTRIES = 512  # each distinct spec (or --set) adds one (a few KiB); the least recently used go first
@@ -104,55 +100,3 @@ def _prune(d: Path) -> None:
     for e in entries[: len(entries) - MAX_ENTRIES * 3 // 4]:
         with contextlib.suppress(OSError):
             os.unlink(e.path)
-
-
-def load_site(path: str | Path) -> SiteData:
-    """The site config at `path`, validated (site.load_site) or remembered, as a plain copy."""
-    text = read_text(path)
-    entry = key("site", str(path), text)
-    site = get(entry)
-    if not isinstance(site, SiteData):
-        from slurmkit.site.model import site_from_source
-
-        site = plain_copy(site_from_source(loads(text, str(path))))
-        put(entry, site)
-    return site
-
-
-@dataclass
-class SpecFile:
-    """A job spec file, read and parsed (its YAML problems already raised), not yet validated.
-
-    `data` is what the file says, before `--set`. `validate()` applies the overrides and checks the result
-    (spec.spec_from_source) unless this exact file and overrides were validated before.
-    """
-
-    path: str
-    overrides: list[str]
-    data: dict[str, Any]
-    _entry: str
-    _src: Source | None = None  # parsed, on a miss
-    _done: tuple[JobSpecData, Source] | None = None  # remembered, on a hit
-
-    def validate(self) -> tuple[JobSpecData, Source]:
-        if self._done is None:
-            from slurmkit.spec import spec_from_source
-
-            assert self._src is not None
-            job = plain_copy(spec_from_source(self._src, self.overrides))
-            put(self._entry, (job, self._src, self.data))
-            self._done = job, self._src
-        return self._done
-
-
-def read_spec(path: str, overrides: list[str] | None = None) -> SpecFile:
-    """Read a spec file: file and YAML problems are raised here, spec problems by `validate()`."""
-    overrides = list(overrides or [])
-    text = read_text(path)
-    entry = key("spec", str(path), text, *overrides)
-    hit = get(entry)
-    if isinstance(hit, tuple) and len(hit) == 3 and isinstance(hit[0], JobSpecData) and isinstance(hit[1], Source):
-        return SpecFile(str(path), overrides, hit[2], entry, _done=(hit[0], hit[1]))
-    src = loads(text, str(path))
-    data = copy.deepcopy(src.data) if overrides else src.data  # --set edits src.data in place
-    return SpecFile(str(path), overrides, data, entry, _src=src)

@@ -11,6 +11,7 @@ Layout written under the output directory:
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,24 +80,6 @@ def _env() -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
     env.filters.update(cell=cell, text=text, code=code, fence=fence)
     return env
-
-
-def command_help(path: list[str]) -> str:
-    """`sk <path> --help` as the installed CLI prints it (fixed width, so the guide does not depend on a tty)."""
-    import click
-
-    from slurmkit.cli.main import cli
-
-    ctx = click.Context(cli, info_name="sk", terminal_width=100, max_content_width=100)
-    cmd: click.Command = cli
-    for name in path:
-        assert isinstance(cmd, click.Group)
-        sub = cmd.get_command(ctx, name)
-        if sub is None:
-            raise SlurmkitError(f"docs: no command sk {' '.join(path)}")
-        cmd = sub
-        ctx = click.Context(cmd, info_name=name, parent=ctx, terminal_width=100, max_content_width=100)
-    return cmd.get_help(ctx)
 
 
 def _train_spec(site: Site, extra: str = "") -> tuple[str, str, Any, str]:
@@ -194,8 +177,10 @@ def _check_ours(out: Path) -> None:
 
 
 def build_guide(site_path: str | Path, out_dir: str | Path, html: bool = True,
-                examples_dir: Path | None = None) -> GuideResult:
-    """Write the guide for the site config at `site_path` into `out_dir`; build the HTML unless `html` is False."""
+                examples_dir: Path | None = None, *, command_help: Callable[[list[str]], str]) -> GuideResult:
+    """Write the guide for the site config at `site_path` into `out_dir`; build the HTML unless `html` is False.
+    `command_help(["submit"])` is `sk submit --help` (slurmkit.cli.docs.command_help: passed in, so that the
+    docs do not import the CLI that runs them)."""
     site = load_site(site_path)
     out = Path(out_dir)
     docs = out / "docs"

@@ -47,10 +47,10 @@ def _summary(text: str) -> str:
 
 
 def _placeholder_deps(path: Path) -> dict[str, int]:
-    # Same stand-in as `sk render`: dependencies on specs by name get job id 0 (slurmkit/cli/jobs.py).
-    from slurmkit.cli.jobs import _dependency_names
+    # Same stand-in as `sk render`: dependencies on specs by name get job id 0 (slurmkit/cli/actions.py).
+    from slurmkit.inputs import dependency_names
 
-    return dict.fromkeys(_dependency_names(load(path).data), 0)
+    return dict.fromkeys(dependency_names(load(path).data), 0)
 
 
 def build_example(path: Path, site: Site) -> Example:

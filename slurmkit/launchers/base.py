@@ -7,10 +7,8 @@ its template in job_templates/launchers/ (docs/architecture.md, "Adding a launch
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal
-
-if TYPE_CHECKING:
-    from slurmkit.site.model import Site
+from pathlib import Path
+from typing import ClassVar, Literal, Protocol
 
 TaskPer = Literal["gpu", "node", "job"]
 
@@ -19,6 +17,13 @@ TaskPer = Literal["gpu", "node", "job"]
 TORCHELASTIC_SIGNALS = frozenset({"TERM", "INT", "HUP", "QUIT"})
 
 REGISTRY: dict[str, Launcher] = {}
+
+
+class Site(Protocol):
+    """What a launcher reads of the site config (slurmkit.site.model.Site): a protocol, so that launchers do not
+    import the site model (which imports config/, which the job spec's launcher choices come through)."""
+
+    mpi: str
 
 
 class Launcher:
@@ -47,6 +52,9 @@ class Launcher:
     refused_commands: ClassVar[frozenset[str]] = frozenset()
     refused_message: ClassVar[str] = ""
     refused_hint: ClassVar[str] = ""
+    #: A directory of templates this launcher brings (a third-party launcher's `launchers/<name>.sh.j2`),
+    #: searched after the site's templates_dir and before the built-in job_templates/.
+    template_dir: ClassVar[Path | None] = None
 
     @property
     def template(self) -> str:

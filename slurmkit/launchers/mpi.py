@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from slurmkit.launchers.base import register_launcher
+from slurmkit.launchers.base import Site, register_launcher
 from slurmkit.launchers.srun import Srun
-
-if TYPE_CHECKING:
-    from slurmkit.site.model import Site
 
 
 @register_launcher

@@ -12,11 +12,11 @@ import time
 import uuid
 from pathlib import Path
 
+from slurmkit import inputs
 from slurmkit.backends import get_backend
 from slurmkit.backends.base import JobQuery
 from slurmkit.cli.actions import _plan
-from slurmkit.config import cache as configcache
-from slurmkit.config.cache import read_spec
+from slurmkit.inputs import read_spec
 from slurmkit.render import build_request, render
 from slurmkit.submission import submit
 
@@ -48,7 +48,7 @@ def until_ended(be, job_id: str, timeout: float = 120) -> list:
 
 
 def main(backend: str, workdir: Path, foreign: str | None) -> dict:
-    be = get_backend(backend, configcache.load_site(SITE))
+    be = get_backend(backend, inputs.load_site(SITE))
     suffix = uuid.uuid4().hex[:6]
     arr = request(workdir, f"ct-arr-{suffix}", 'array:\n  tasks: [{code: 0}, {code: 3}, {code: 0}]\n'
                                                'command: [bash, -c, "echo task $SLURM_ARRAY_TASK_ID; exit {code}"]\n')

@@ -12,11 +12,11 @@ import sys
 import time
 from pathlib import Path
 
+from slurmkit import inputs
 from slurmkit.backends import get_backend
 from slurmkit.cli.actions import _plan
-from slurmkit.config import cache as configcache
-from slurmkit.config.cache import read_spec
 from slurmkit.errors import SlurmkitError
+from slurmkit.inputs import read_spec
 from slurmkit.render import build_request, render
 from slurmkit.submission import submit
 
@@ -116,7 +116,7 @@ def lost_reply(workdir: Path, site) -> dict:
 
 
 def main(workdir: Path) -> dict:
-    site = configcache.load_site(SITE)
+    site = inputs.load_site(SITE)
     dep = subprocess.run(["sbatch", "--parsable", "-J", "pv-dep", "--time=1", "--mem=10M", "-o", "/dev/null",
                           "--wrap=true"], capture_output=True, text=True, check=True, cwd=workdir).stdout.strip()
     seen: dict = {}

@@ -28,11 +28,11 @@ PY = sys.executable
 
 def _usable(name: str) -> str | None:
     """Why `name` cannot be tested on this cluster, or None."""
+    from slurmkit import inputs
     from slurmkit.backends import get_backend
-    from slurmkit.config import cache as configcache
     from slurmkit.errors import BackendUnavailable
 
-    be = get_backend(name, configcache.load_site(DEVSITE))
+    be = get_backend(name, inputs.load_site(DEVSITE))
     try:
         if name == "rest":
             be.detect_version()  # type: ignore[attr-defined]
