@@ -201,7 +201,9 @@ def lint_env(env: Mapping[str, str], *, nccl_version: tuple[int, int] = DEFAULT_
             problems.append(Problem(f"{name} is not an NCCL variable (NCCL ignores it silently)", key=key,
                                     hint=hint + "; list it under nccl.allow_unknown if your NCCL build has it"))
             continue
-        if name in DEBUGGING:
+        if name in DEBUGGING and profile_rule(fabric, name) is None:
+            # Where the site's fabric profile sets it (Slingshot's NCCL_NET_GDR_LEVEL) the user's value is the
+            # profile's or overrides it; the planner's precedence warning names both values.
             problems.append(Problem(
                 f"{name} is in NCCL's debugging section: {DEBUGGING[name]}; NCCL's documentation says such "
                 "variables should not be used in production nor retained in scripts", key=key,
@@ -319,6 +321,8 @@ class Rule:
     variable: str
     value: Callable[[NodeType], str | None]
     reason: Callable[[str, NodeType], str]  # (value, node type) -> why, for the site guide
+    #: Where the value comes from, for a variable NCCL's documentation alone does not justify (the guide cites it).
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -330,6 +334,17 @@ class FabricProfile:
     needs_compute_hcas: bool = False
     #: The link layer /sys/class/infiniband reports on its HCAs (discovery, `sk doctor`); None: no RDMA HCAs.
     link_layer: str | None = None
+
+
+#: HPE's recommended NCCL/libfabric environment for Slingshot (also what Isambard-AI's and Sigma2 Olivia's NCCL
+#: modules set, docs.isambard.ac.uk/user-documentation/guides/nccl, documentation.sigma2.no/hpc_machines/olivia).
+SLINGSHOT_SOURCE = "HPE, shs-ccl-docs: ccl_env.sh (https://github.com/HewlettPackard/shs-ccl-docs)"
+
+
+def profile_rule(fabric: str | None, name: str) -> Rule | None:
+    """The fabric profile's rule for this variable, if the profile sets it."""
+    profile = FABRICS.get(fabric or "")
+    return next((r for r in profile.rules if r.variable == name), None) if profile else None
 
 
 def _opt(value: object) -> str | None:
@@ -396,10 +411,19 @@ FABRICS: dict[str, FabricProfile] = {p.kind: p for p in (
             _SOCKET_IFNAME,
             Rule("NCCL_NET", lambda nt: "AWS Libfabric",
                  lambda v, nt: "Slingshot: NCCL talks to the network through the AWS libfabric plugin."),
+            # A debugging-section variable that the lint warns users about, set here on purpose: Slingshot's NICs
+            # hang off the CPU's root complex, which NCCL's default GPUDirect cutoff (PXB: GPU and NIC under one
+            # PCI switch) rules out, so without it every inter-node transfer is staged through host memory.
+            # HPE's recommended environment for NCCL over aws-ofi-nccl sets exactly this value.
             Rule("NCCL_NET_GDR_LEVEL", lambda nt: "PHB",
-                 lambda v, nt: "Slingshot with libfabric: GPUDirect RDMA up to the host bridge (PHB)."),
+                 lambda v, nt: ("Slingshot NICs attach to the CPU's PCIe root complex, beyond NCCL's default "
+                                "GPUDirect RDMA cutoff (PXB); PHB lets NCCL use GPUDirect RDMA to them instead of "
+                                "staging through host memory. A debugging-section variable, set here because "
+                                "HPE's recommended NCCL environment for Slingshot sets it."),
+                 source=SLINGSHOT_SOURCE),
             Rule("NCCL_CROSS_NIC", lambda nt: "1",
-                 lambda v, nt: "`1`: all NICs reach one switch fabric (Slingshot), so crossing NICs costs nothing."),
+                 lambda v, nt: "`1`: all NICs reach one switch fabric (Slingshot), so crossing NICs costs nothing.",
+                 source=SLINGSHOT_SOURCE),
             Rule("FI_PROVIDER", lambda nt: "cxi", lambda v, nt: "Slingshot: libfabric's cxi provider."))),
 )}
 #: The one list of fabric kinds: the site config's `fabric.kind` choices, `sk site discover --fabric`.

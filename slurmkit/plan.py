@@ -172,6 +172,9 @@ def make_plan(spec: JobSpec, site: Site, src: Source | None = None,
 
     # NCCL: the fabric's profile, then the user's settings (linted), one rule for which value wins (_layer_nccl).
     site_nccl = fabric_env(nt) if launcher.distributed or gpus_per_node > 1 else {}
+    if launcher.ucx_per_rank and nt.fabric.ucx_tls:
+        # The MPI ranks' UCX transports: a site value, layered like the fabric profile (a user's env: wins).
+        site_nccl["UCX_TLS"] = nt.fabric.ucx_tls
     user_nccl = {k: str(v) for k, v in spec.nccl.env.items()}
     user_env = {k: _env_str(v) for k, v in spec.env.items()}
     # The node type's fabric facts, so the site-aware warnings (CROSS_NIC on a rail-optimized fabric, COLLNET

@@ -32,6 +32,7 @@ class NcclSetting:
     value: str
     reason: str
     from_site: bool = False  # set by the admins in fabric.nccl_env rather than derived by slurmkit
+    source: str = ""  # the profile rule's citation, where NCCL's documentation alone does not justify the value
 
 
 @dataclass
@@ -63,7 +64,7 @@ def nccl_settings(nt: NodeType) -> list[NcclSetting]:
             out.append(NcclSetting(name, value, "Set by this site's admins (fabric.nccl_env in the site config).",
                                    from_site=True))
         else:
-            out.append(NcclSetting(name, value, rules[name].reason(value, nt)))
+            out.append(NcclSetting(name, value, rules[name].reason(value, nt), source=rules[name].source))
     return out
 
 

@@ -58,6 +58,9 @@ class GPUModel(Strict):
     arch: str | None = Field(None, description="e.g. ampere, hopper (NVLS needs hopper+ with NVSwitch)")
 
 
+_UCX_TLS = re.compile(r"\^?[a-z][a-z0-9_]*(,[a-z][a-z0-9_]*)*")
+
+
 class Fabric(Strict):
     """The inter-node network and how NCCL should use it."""
 
@@ -74,7 +77,17 @@ class Fabric(Strict):
     speed_gbps: int | None = Field(None, ge=1, description="per-NIC link speed (TCP tuning on >=100G)")
     ib_timeout: int | None = Field(None, ge=1, le=31, description="NCCL_IB_TIMEOUT for large/lossy fabrics")
     nccl_env: dict[str, str] = Field(default_factory=dict, description="extra NCCL_* settings for this fabric")
-    ucx_tls: str | None = Field(None, description="UCX_TLS for MPI jobs, e.g. rc,sm,self")
+    ucx_tls: str | None = Field(
+        None, description="UCX_TLS exported in `launcher: mpi` jobs: UCX's transport list, e.g. rc,sm,self,cuda_copy "
+                    "(a leading ^ excludes); unset: UCX chooses")
+
+    @field_validator("ucx_tls")
+    @classmethod
+    def _ucx_tls(cls, v: str | None) -> str | None:
+        if v is not None and not _UCX_TLS.fullmatch(v):
+            raise ValueError(f"{v!r} is not a UCX transport list: lower-case names separated by commas, optionally "
+                             "after one leading ^ (e.g. rc,sm,self,cuda_copy or ^tcp)")
+        return v
 
 
 class NodeType(NodeTypeMixin, Strict):
