@@ -91,8 +91,11 @@ def parse_gpu_list(text: str | None) -> list[int]:
 class JobRun:
     """The job run as the node hooks see it (Slurm's Prolog/Epilog variables)."""
 
-    def __init__(self, cluster: str, job_id: int, run: int, node: str, gpus: list[int]) -> None:
+    def __init__(self, cluster: str, job_id: int, run: int, node: str, gpus: list[int],
+                 labels: dict[str, str] | None = None) -> None:
         self.cluster, self.job_id, self.run, self.node, self.gpus = cluster, job_id, run, node, gpus
+        #: Who and where (user, account, partition): the exporter's labels for the job's live GPU figures.
+        self.labels = labels or {}
 
     @property
     def key(self) -> str:
@@ -110,7 +113,17 @@ class JobRun:
         restarts = env.get("SLURM_JOB_RESTART_COUNT") or env.get("SLURM_RESTART_COUNT") or "0"
         return cls(cluster=env.get("SLURM_CLUSTER_NAME") or "", job_id=int(job),
                    run=int(restarts) if restarts.isdigit() else 0, node=node,
-                   gpus=parse_gpu_list(env.get("SLURM_JOB_GPUS")))
+                   gpus=parse_gpu_list(env.get("SLURM_JOB_GPUS")), labels=job_labels(env))
+
+
+#: meta.json label -> the Prolog variable it comes from (slurmd's prep/script plugin sets all three).
+LABEL_VARS = {"user": "SLURM_JOB_USER", "account": "SLURM_JOB_ACCOUNT", "partition": "SLURM_JOB_PARTITION"}
+
+
+def job_labels(env: dict[str, str]) -> dict[str, str]:
+    """The job's user, account and partition from the Prolog's environment; a missing one is absent, and a value
+    is cut at 128 characters (a label, not a record: the job's record comes from the controller)."""
+    return {k: env[v][:128] for k, v in LABEL_VARS.items() if env.get(v)}
 
 
 def node_dir(cfg: NodeConfig, node: str) -> str:
@@ -131,6 +144,32 @@ def job_dirs(cfg: NodeConfig, job: JobRun) -> list[str]:
     except OSError:
         return []
     return [os.path.join(d, n) for n in sorted(names, key=lambda n: int(n[len(prefix):]))]
+
+
+def run_dirs(state_dir: str, notes: list[str] | None = None, node: str | None = None):
+    """(node, run directory name, path) of every job run under `state_dir` (<node>/<cluster>-<job>-<run>/), all
+    nodes' (two slurmd on one host have one subdirectory each) or `node`'s. Dot names (claimed orphans,
+    temporary files) are left out; what cannot be read is appended to `notes`."""
+    try:
+        nodes = [node] if node else sorted(os.listdir(state_dir))
+    except OSError as exc:
+        if notes is not None:
+            notes.append(f"cannot read the sampler state directory {state_dir}: {exc.strerror}")
+        return
+    for n in nodes:
+        node_path = os.path.join(state_dir, n)
+        if n.startswith(".") or not os.path.isdir(node_path):
+            continue
+        try:
+            names = sorted(x for x in os.listdir(node_path) if not x.startswith("."))
+        except OSError as exc:
+            if notes is not None:
+                notes.append(f"cannot read {node_path}: {exc.strerror}")
+            continue
+        for name in names:
+            path = os.path.join(node_path, name)
+            if os.path.isdir(path):
+                yield n, name, path
 
 
 def run_of(path: str) -> int:
@@ -250,7 +289,7 @@ def run(cfg: NodeConfig, job: JobRun, d: str) -> int:
         _write_atomic(os.path.join(d, ERROR), f"{exc}\n")
         return 0
     meta = {"version": 1, "cluster": job.cluster, "job_id": job.job_id, "run": job.run, "node": job.node,
-            "source": src.name, "interval_s": cfg.interval_s, "started": time.time(),
+            "source": src.name, "interval_s": cfg.interval_s, "started": time.time(), "labels": job.labels,
             "gpus": [g.as_dict() for g in gpus]}
     summary_only = getattr(src, "summary_only", False)  # DCGM: the host engine records; nothing to sample
     if summary_only:

@@ -24,10 +24,12 @@ timeout_option = click.option("--timeout", "timeout_s", type=click.FloatRange(mi
                               help="How long to wait for a locked or unreachable store before giving up.")
 
 
-@click.group("admin", cls=LazyGroup, lazy={"notify": "slurmkit.cli.notify:notify"})
+@click.group("admin", cls=LazyGroup, lazy={"notify": "slurmkit.cli.notify:notify",
+                                           "exporter": "slurmkit.cli.exporter:exporter"})
 def admin() -> None:
     """Accounting administration: move hook records from the spool into the store, and check the store
-    against Slurm's accounting database (reconcile, import-sacct); mail owners of idle GPUs (notify idle)."""
+    against Slurm's accounting database (reconcile, import-sacct); mail owners of idle GPUs (notify idle); serve
+    the figures to Prometheus (exporter)."""
 
 
 @dataclass

@@ -10,7 +10,6 @@ idle_fraction x the run's time.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -106,36 +105,22 @@ def live_runs(state_dir: str, idle_pct: float = IDLE_UTIL_PCT) -> tuple[list[Liv
     could not be read. Orphaned (dot-named) and summary-only (DCGM) runs have no live readings and are left out."""
     runs: list[LiveRun] = []
     notes: list[str] = []
-    try:
-        nodes = sorted(os.listdir(state_dir))
-    except OSError as exc:
-        return [], [f"cannot read the sampler state directory {state_dir}: {exc.strerror}"]
-    for node in nodes:
-        node_path = os.path.join(state_dir, node)
-        if node.startswith(".") or not os.path.isdir(node_path):
-            continue
+    for node, name, d in sampler.run_dirs(state_dir, notes):
         try:
-            names = sorted(n for n in os.listdir(node_path) if not n.startswith("."))
-        except OSError as exc:
-            notes.append(f"cannot read {node_path}: {exc.strerror}")
+            cluster, job_id, run = sampler.parse_run_name(name)
+        except ValueError:
             continue
-        for name in names:
-            d = os.path.join(node_path, name)
-            try:
-                cluster, job_id, run = sampler.parse_run_name(name)
-            except ValueError:
-                continue
-            meta, lines, _ = sampler.read_state(d)
-            if not meta or not lines or not isinstance(meta.get("gpus"), list):
-                continue
-            interval = float(meta.get("interval_s") or sampler.DEFAULT_INTERVAL_S)
-            summary = gpusummary.summarize(meta, lines, idle_pct)
-            gpus = [IdleGpu(node=node, index=int(g.get("index", i)), uuid=g.get("uuid"),
-                            util_mean=summary[i]["util_mean"],
-                            idle_s=round(trailing_idle_s(_points(lines, i), interval, idle_pct), 1))
-                    for i, g in enumerate(meta["gpus"])]
-            runs.append(LiveRun(cluster, job_id, run, node, str(meta.get("source") or ""), gpus,
-                                float(lines[-1]["t"])))
+        meta, lines, _ = sampler.read_state(d)
+        if not meta or not lines or not isinstance(meta.get("gpus"), list):
+            continue
+        interval = float(meta.get("interval_s") or sampler.DEFAULT_INTERVAL_S)
+        summary = gpusummary.summarize(meta, lines, idle_pct)
+        gpus = [IdleGpu(node=node, index=int(g.get("index", i)), uuid=g.get("uuid"),
+                        util_mean=summary[i]["util_mean"],
+                        idle_s=round(trailing_idle_s(_points(lines, i), interval, idle_pct), 1))
+                for i, g in enumerate(meta["gpus"])]
+        runs.append(LiveRun(cluster, job_id, run, node, str(meta.get("source") or ""), gpus,
+                            float(lines[-1]["t"])))
     return runs, notes
 
 
