@@ -1,6 +1,7 @@
 """`sk admin exporter`: the node collector reads the running samplers' own files (a real sampler started by the
 real prolog, simulated source), the store collector gives `sk report usage`'s figures. Parsed with
-prometheus-client's own exposition parser. The Prometheus server side is tests/integration/test_exporter_prometheus.py."""
+prometheus-client's own exposition parser. A real Prometheus server scrapes it in
+tests/integration/test_exporter_prometheus.py."""
 
 from __future__ import annotations
 
