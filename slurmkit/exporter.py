@@ -34,7 +34,8 @@ from slurmkit.accounting import sampler
 from slurmkit.record import IDLE_UTIL_PCT
 
 PREFIX = "slurmkit"
-GPU_LABELS = ("cluster", "job", "run", "user", "account", "partition", "node", "gpu", "uuid", "source")
+# `jobid`, not `job`: Prometheus gives every series its scrape job's name as `job` and would rename ours.
+GPU_LABELS = ("cluster", "jobid", "run", "user", "account", "partition", "node", "gpu", "uuid", "source")
 MIB = 1024 * 1024
 
 

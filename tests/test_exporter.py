@@ -59,7 +59,7 @@ def test_a_running_jobs_gpus_are_exported_with_its_labels_and_dropped_when_it_en
     assert sorted(s.labels["gpu"] for s in util) == ["1", "6"]
     for s in util:
         assert s.labels | {"gpu": "-", "uuid": "-"} == {
-            "cluster": "testc", "job": "4242", "run": "0", "user": "alice", "account": "phys", "partition": "gpu",
+            "cluster": "testc", "jobid": "4242", "run": "0", "user": "alice", "account": "phys", "partition": "gpu",
             "node": "gpu07", "gpu": "-", "uuid": "-", "source": "simulated"}
         assert s.labels["uuid"] == f"SIMULATED-gpu07-{s.labels['gpu']}" and 0 <= s.value <= 100
     # The value is the sampler's last reading for that GPU, as written in samples.jsonl.

@@ -51,7 +51,7 @@ def exporter(what: tuple[str, ...], site_path: str | None, state_dir: str | None
     """Serve slurmkit's accounting to Prometheus on /metrics: WHAT is `node`, `store` or both.
 
     `node` (on each GPU node): per job and GPU, utilization, memory, power, idle seconds and the time of the
-    last reading, labelled cluster, job, run, user, account, partition, node, gpu, uuid and source
+    last reading, labelled cluster, jobid, run, user, account, partition, node, gpu, uuid and source
     (source="simulated" on pretend GPUs), plus slurmkit_job_gpu_info to join DCGM exporter series on. Jobs drop
     out when they end. `store` (where the store is readable, as root or the admin group): counters of
     GPU-hours allocated/measured/used/wasted and jobs by account and partition (the figures of
