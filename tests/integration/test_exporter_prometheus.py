@@ -82,7 +82,7 @@ class Prom:
 class _Dcgm(http.server.BaseHTTPRequestHandler):
     text = ""
 
-    def do_GET(self):  # noqa: N802 (http.server's name)
+    def do_GET(self):
         body = type(self).text.encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
