@@ -183,7 +183,8 @@ def test_prometheus_sees_the_running_jobs_gpus_the_store_and_every_dashboard_pan
         rows = {(r["account"], r["partition"]): r for r in json.loads(res.stdout)["rows"]}
         for metric, column in (("slurmkit_gpu_hours_allocated_total", "gpu_hours"),
                                ("slurmkit_gpu_hours_used_total", "gpu_hours_used"),
-                               ("slurmkit_gpu_hours_wasted_total", "gpu_hours_wasted"), ("slurmkit_jobs_total", "jobs")):
+                               ("slurmkit_gpu_hours_wasted_total", "gpu_hours_wasted"),
+                               ("slurmkit_jobs_total", "jobs")):
             got = {(r["metric"]["account"], r["metric"]["partition"]): float(r["value"][1])
                    for r in prom.until(metric, lambda r: len(r) == len(rows))}
             assert got == pytest.approx({k: float(v[column]) for k, v in rows.items()}), metric
