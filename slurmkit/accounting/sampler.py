@@ -146,27 +146,25 @@ def job_dirs(cfg: NodeConfig, job: JobRun) -> list[str]:
     return [os.path.join(d, n) for n in sorted(names, key=lambda n: int(n[len(prefix):]))]
 
 
+def _names(path: str, notes: list[str] | None, what: str) -> list[str]:
+    """The directory's entries without dot names, sorted; none (and a note) when it cannot be read."""
+    try:
+        return sorted(n for n in os.listdir(path) if not n.startswith("."))
+    except OSError as exc:
+        if notes is not None:
+            notes.append(f"cannot read {what}{path}: {exc.strerror}")
+        return []
+
+
 def run_dirs(state_dir: str, notes: list[str] | None = None, node: str | None = None):
     """(node, run directory name, path) of every job run under `state_dir` (<node>/<cluster>-<job>-<run>/), all
     nodes' (two slurmd on one host have one subdirectory each) or `node`'s. Dot names (claimed orphans,
     temporary files) are left out; what cannot be read is appended to `notes`."""
-    try:
-        nodes = [node] if node else sorted(os.listdir(state_dir))
-    except OSError as exc:
-        if notes is not None:
-            notes.append(f"cannot read the sampler state directory {state_dir}: {exc.strerror}")
-        return
-    for n in nodes:
+    for n in [node] if node else _names(state_dir, notes, "the sampler state directory "):
         node_path = os.path.join(state_dir, n)
-        if n.startswith(".") or not os.path.isdir(node_path):
+        if not os.path.isdir(node_path):
             continue
-        try:
-            names = sorted(x for x in os.listdir(node_path) if not x.startswith("."))
-        except OSError as exc:
-            if notes is not None:
-                notes.append(f"cannot read {node_path}: {exc.strerror}")
-            continue
-        for name in names:
+        for name in _names(node_path, notes, ""):
             path = os.path.join(node_path, name)
             if os.path.isdir(path):
                 yield n, name, path
