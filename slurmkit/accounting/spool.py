@@ -8,6 +8,7 @@ is ever deleted except by ingest, after the store committed it.
 from __future__ import annotations
 
 import os
+import stat as _stat
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing or pathlib costs the jobcomp hook ms per job
 if TYPE_CHECKING:
@@ -67,6 +68,39 @@ def write(spool_dir: str | Path, name: str, data: dict) -> str:
     finally:
         os.close(dfd)
     return final
+
+
+MAX_RECORD = 16 << 20  # bytes of one spool file: a node record of thousands of GPUs is far below
+
+
+class NotARecord(Exception):
+    """A spool entry that is not a record file (a link, a FIFO, a directory, too large): quarantined."""
+
+
+def read(path: str | Path) -> bytes:
+    """The bytes of one spool file, never following a link nor blocking on a FIFO or device."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise NotARecord(f"cannot open it ({exc.strerror}; a symbolic link is never followed)") from None
+    try:
+        st = os.fstat(fd)
+        if not _stat.S_ISREG(st.st_mode):
+            raise NotARecord("not a regular file")
+        if st.st_size > MAX_RECORD:
+            raise NotARecord(f"{st.st_size} bytes, more than a record can be ({MAX_RECORD})")
+        chunks, left = [], MAX_RECORD + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        if left <= 0:
+            raise NotARecord(f"more than a record can be ({MAX_RECORD} bytes)")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def pending(spool_dir: str | Path) -> list[Path]:
