@@ -9,7 +9,6 @@ exits 3 when it quarantined something). If the store cannot be opened or written
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from slurmkit import record
 from slurmkit.accounting import spool
+from slurmkit.errors import StoreError
 from slurmkit.store import gpus, jobs, rollup
 from slurmkit.store.db import Store
 
@@ -36,47 +36,61 @@ def ingest(store: Store, spool_dir: str | Path, batch: int = 500,
     """Move the spool's records into the store. `node_types`: the site's partition -> node type map (the hook
     does not read the site config), written as each job row's node_type."""
     d = Path(spool_dir)
-    d.mkdir(parents=True, exist_ok=True)
+    try:
+        dfd = spool.open_dir(d, create=True)
+    except spool.UnsafeSpool as exc:
+        raise StoreError(str(exc), hint="nothing was ingested; the records stay where they are") from None
+    try:
+        return _ingest(store, d, dfd, batch, node_types)
+    except spool.UnsafeSpool as exc:
+        raise StoreError(str(exc), hint="what was ingested before is committed; the rest stays spooled") from None
+    finally:
+        os.close(dfd)
+
+
+def _ingest(store: Store, d: Path, dfd: int, batch: int, node_types: dict[str, str] | None) -> IngestResult:
     res = IngestResult()
-    with open(d / ".ingest.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        files = spool.pending(d)
+    lock = spool.lock(dfd, d)
+    try:
+        files = spool.names(dfd)
         for start in range(0, len(files), batch):
-            good = []  # (path, jobs rows, gpu rows)
-            for path in files[start:start + batch]:
-                rec, reason = _load(path)
+            good = []  # (name, jobs rows, gpu rows)
+            for name in files[start:start + batch]:
+                rec, reason = _load(dfd, name)
                 if reason:
-                    spool.quarantine(path, reason)
+                    spool.quarantine_at(dfd, name, reason, d)
                     res.quarantined += 1
                 elif record.is_gpus(rec):  # a node's per-GPU summary (slurmkit/store/gpus.py)
-                    good.append((path, [], gpus.rows(rec)))
+                    good.append((name, [], gpus.rows(rec)))
                 else:
-                    good.append((path, [jobs.row({**rec, "ingested_at": int(time.time())}, node_types)], []))
+                    good.append((name, [jobs.row({**rec, "ingested_at": int(time.time())}, node_types)], []))
             if not good:
                 continue
             try:
-                _store(store, good)
+                _store(store, dfd, good)
             except _refused_errors():  # a row the store refuses: find it, one record per transaction
                 for one in good:
                     try:
-                        _store(store, [one])
+                        _store(store, dfd, [one])
                     except _refused_errors() as exc:
-                        spool.quarantine(one[0], f"the store refused it: {type(exc).__name__}: {exc}")
+                        spool.quarantine_at(dfd, one[0], f"the store refused it: {type(exc).__name__}: {exc}", d)
                         res.quarantined += 1
                     else:
                         res.ingested += 1
                 continue
             res.ingested += len(good)
-        res.remaining = len(spool.pending(d))
+        res.remaining = len(spool.names(dfd))
         if res.ingested:
             rollup.refresh(store)  # the records are committed; a failure here leaves only stale (slower) days
+    finally:
+        os.close(lock)
     return res
 
 
-def _load(path: Path) -> tuple[dict | None, str | None]:
+def _load(dfd: int, name: str) -> tuple[dict | None, str | None]:
     """(record, None), or (None, the reason it cannot be stored)."""
     try:
-        rec = json.loads(spool.read(path))
+        rec = json.loads(spool.read(name, dir_fd=dfd))
     except spool.NotARecord as exc:
         return None, str(exc)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError; RecursionError: [[[[...
@@ -84,7 +98,7 @@ def _load(path: Path) -> tuple[dict | None, str | None]:
     return rec, record.validate(rec)
 
 
-def _store(store: Store, good: list[tuple[Path, list[tuple], list[tuple]]]) -> None:
+def _store(store: Store, dfd: int, good: list[tuple[str, list[tuple], list[tuple]]]) -> None:
     """Upsert the records' rows in one transaction, then remove their files (only after COMMIT)."""
     rows = [r for _, job_rows, _ in good for r in job_rows]
     gpu_rows = [r for _, _, g in good for r in g]
@@ -96,8 +110,8 @@ def _store(store: Store, good: list[tuple[Path, list[tuple], list[tuple]]]) -> N
         if gpu_rows:
             cur.executemany(store.sql(gpus.upsert_sql()), gpu_rows)
         rollup.mark(store, runs, cur)  # ... and after
-    for path, _, _ in good:
-        os.unlink(path)
+    for name, _, _ in good:
+        os.unlink(name, dir_fd=dfd)
 
 
 def _refused_errors() -> tuple[type[BaseException], ...]:
