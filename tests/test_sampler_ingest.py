@@ -133,7 +133,9 @@ def test_requeued_runs_keep_their_own_gpu_rows(tmp_path):
     (lambda r: r.update(version=9), "unknown gpus record version 9"),
     (lambda r: r.update(job_id="12"), "job_id is not an integer"),
     (lambda r: r.pop("node"), "missing node"),
-    (lambda r: r.update(gpus=[{"uuid": "x"}]), "gpus is not a list of objects with an integer index"),
+    (lambda r: r.update(gpus=[{"uuid": "x"}]), "gpus[0]: missing index"),
+    (lambda r: r.update(gpus={"0": {}}), "gpus is not a list of objects"),
+    (lambda r: r["gpus"][0].update(util_mean=101.0), "gpus[0]: util_mean 101.0 is out of range 0..100"),
 ])
 def test_bad_gpus_record_is_quarantined_with_its_reason(tmp_path, mutate, reason):
     sp, store = tmp_path / "spool", open_store(str(tmp_path / "a.db"))

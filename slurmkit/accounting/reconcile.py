@@ -26,7 +26,6 @@ delivers it first) and hold the spool's ingest lock while they work, so ingest a
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -34,7 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from slurmkit import record
-from slurmkit.accounting import sacct
+from slurmkit.accounting import sacct, spool
+from slurmkit.errors import StoreError
 from slurmkit.record import JOB_COLUMNS
 from slurmkit.slurm import sacct as sacct_cmd
 from slurmkit.store import jobs, rollup
@@ -255,8 +255,12 @@ def spooled_jobs(spool_dir: str | Path | None) -> set[tuple[str, int]]:
     out: set[tuple[str, int]] = set()
     if not spool_dir or not os.path.isdir(spool_dir):
         return out
-    for name in os.listdir(spool_dir):
-        if name.startswith("job-") and name.endswith(".json"):
+    try:
+        waiting = [p.name for p in spool.pending(spool_dir)]
+    except spool.UnsafeSpool as exc:
+        raise StoreError(str(exc), hint="nothing was reconciled") from None
+    for name in waiting:
+        if name.startswith("job-"):
             parts = name[4:-5].rsplit("-", 3)
             if len(parts) == 4 and parts[1].isdigit():
                 out.add((parts[0], int(parts[1])))
@@ -265,15 +269,22 @@ def spooled_jobs(spool_dir: str | Path | None) -> set[tuple[str, int]]:
 
 @contextlib.contextmanager
 def ingest_lock(spool_dir: str | Path | None) -> Iterator[None]:
-    """The lock `sk admin ingest` holds (slurmkit/accounting/ingest.py), so reconcile never interleaves with it."""
-    with contextlib.ExitStack() as stack:
+    """The lock `sk admin ingest` holds (slurmkit/accounting/ingest.py), so reconcile never interleaves with it.
+    Opened like ingest opens it (slurmkit/accounting/spool.py): a link or an unsafe spool is refused."""
+    fds = []
+    try:
         if spool_dir and os.path.isdir(spool_dir):
             try:
-                lock = stack.enter_context(open(os.path.join(spool_dir, ".ingest.lock"), "w"))
-                fcntl.flock(lock, fcntl.LOCK_EX)
+                fds.append(spool.open_dir(spool_dir))
+                fds.append(spool.lock(fds[0], spool_dir))
+            except spool.UnsafeSpool as exc:
+                raise StoreError(str(exc), hint="nothing was reconciled") from None
             except OSError:  # a spool we may not write (run as an operator): the guarded updates still hold
                 pass
         yield
+    finally:
+        for fd in reversed(fds):
+            os.close(fd)
 
 
 def load_rows(store: Store, keys: list[tuple[str, int]]) -> dict[tuple[str, int], list[dict]]:

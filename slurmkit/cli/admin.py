@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -114,7 +115,8 @@ def ingest_cmd(site_path: str | None, spool_dir: str | None, store_url: str | No
     """Ingest spooled job records into the store (idempotent; safe to rerun or kill).
 
     A record leaves the spool only after the store committed it; if the store is locked or down, the records
-    stay spooled and the next run ingests them. Malformed files go to DIR/quarantine/ with a .reason file.
+    stay spooled and the next run ingests them. A record that cannot be stored goes to DIR/quarantine/ with a
+    .reason file and the rest is ingested; the exit status is then 3.
 
     \b
     Examples:
@@ -122,7 +124,7 @@ def ingest_cmd(site_path: str | None, spool_dir: str | None, store_url: str | No
       sk admin ingest --spool /var/spool/slurmkit --store /var/lib/slurmkit/accounting.db
       sk admin ingest --store postgresql://slurmkit@dbhost/accounting --json
     """
-    from slurmkit.accounting.ingest import ingest
+    from slurmkit.accounting.ingest import EXIT_QUARANTINED, ingest
     from slurmkit.store.db import open_store
 
     acc = _accounting(site_path, spool_dir, store_url)
@@ -141,6 +143,10 @@ def ingest_cmd(site_path: str | None, spool_dir: str | None, store_url: str | No
         echo_json(vars(res))
     else:
         click.echo(f"ingested {res.ingested}, quarantined {res.quarantined}, still spooled {res.remaining}")
+    if res.quarantined:
+        click.echo(f"sk admin ingest: {res.quarantined} records quarantined in {acc.spool_dir}/quarantine "
+                   "(each with a .reason file); fix or remove them there", err=True)
+        sys.exit(EXIT_QUARANTINED)
 
 
 def _window(since: str, until: str | None) -> tuple[int, int | None]:

@@ -138,23 +138,50 @@ def current_version(store: Store) -> int:
     return int(row[0] or 0)
 
 
+# pg_advisory_xact_lock key of the migrations: several `sk admin ingest` creating one new store at once apply each
+# migration once (the others wait for the lock, then find it applied).
+_MIGRATION_LOCK = 0x736B6D6967  # "skmig"
+
+
 def apply_migrations(store: Store, upto: int | None = None) -> int:
     """Apply the migrations newer than the store's version (up to version `upto`: a store as an older slurmkit
-    left it, for tests of a migration), each in one transaction. Returns the new version."""
+    left it, for tests of a migration), each in one transaction. Returns the new version.
+
+    Under a lock, so concurrent openers of a new store never race: each migration's transaction takes the
+    store's write lock first (SQLite: BEGIN IMMEDIATE; PostgreSQL: an advisory lock) and re-reads the version
+    inside it, skipping a migration another process applied meanwhile."""
     version = current_version(store)
     for number, sql in migrations():
         if number <= version or (upto is not None and number > upto):
             continue
         try:
             with store.transaction() as cur:
-                for stmt in _statements(sql):
-                    cur.execute(stmt)
-                cur.execute(store.sql("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)"),
-                            (number, int(time.time())))
+                if store.dialect == "postgresql":
+                    cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                if _locked_version(store, cur) < number:
+                    for stmt in _statements(sql):
+                        cur.execute(stmt)
+                    cur.execute(store.sql("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)"),
+                                (number, int(time.time())))
         except Exception as exc:
             raise StoreError(f"migration {number:04d} failed on {store.url}: {exc}") from exc
         version = number
     return version
+
+
+def _locked_version(store: Store, cur: Any) -> int:
+    """The store's version read inside the migration's transaction (0 before schema_version exists), without a
+    failing statement (one would abort a PostgreSQL transaction)."""
+    if store.dialect == "sqlite":
+        cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'")
+    else:
+        cur.execute("SELECT to_regclass('schema_version') IS NOT NULL WHERE to_regclass('schema_version') "
+                    "IS NOT NULL")
+    if cur.fetchone() is None:
+        return 0
+    cur.execute("SELECT MAX(version) FROM schema_version")
+    row = cur.fetchone()
+    return int(row[0] or 0)
 
 
 def _statements(sql: str) -> list[str]:

@@ -6,7 +6,7 @@ is the one place that turns a record into a row and knows how a row is upserted.
 
 from __future__ import annotations
 
-from slurmkit.record import JOB_COLUMNS, JOB_KEY
+from slurmkit.record import JOB_COLUMNS, JOB_FIELDS, JOB_KEY
 
 # A hook record without a trustworthy allocation (scontrol failed, or answered about a later run) never replaces
 # a row that has one: e.g. the same spool file ingested again after `sk admin reconcile` completed its row.
@@ -19,7 +19,7 @@ def row(rec: dict, node_types: dict[str, str] | None = None) -> tuple:
     node_type where the record has none: the hook does not read the site config, so ingest names it."""
     if node_types and not rec.get("node_type") and rec.get("partition"):
         rec = {**rec, "node_type": node_types.get(rec["partition"])}
-    return tuple(rec.get(c) for c in JOB_COLUMNS)
+    return tuple(f.default if rec.get(f.name) is None else rec[f.name] for f in JOB_FIELDS)
 
 
 def upsert_sql() -> str:
