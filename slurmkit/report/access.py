@@ -101,24 +101,27 @@ def job_source(db: str | None, site_path: str | None, from_sacct: bool = False) 
     from slurmkit.errors import SiteConfigError
     from slurmkit.site.model import find_site_file, load_site
 
+    if db:
+        store, scope, _ = open_for_reports(db, site_path)
+        return store, scope
     try:
         path = find_site_file(site_path)
     except SiteConfigError:
-        if site_path or (db and not from_sacct):
+        if site_path:
             raise
         path = None  # no site config anywhere: sacct with defaults
     site = load_site(path) if path is not None else None
     admin_group = site.accounting.admin_group if site else "slurmkit-admin"
     sacct_scope = Scope(None) if os.geteuid() == 0 or (path is not None and trusted(path)
                                                        and is_admin(admin_group)) else Scope(current_user())
-    url = db or (site.accounting.store if site else None)
+    url = site.accounting.store if site else None
     if from_sacct or url is None:
         return None, sacct_scope
-    if db is None and not is_postgres(url):
+    if not is_postgres(url):
         file = Path(url).expanduser()
         if not file.exists() or not os.access(file, os.R_OK):
             return None, sacct_scope
-    store, scope, _ = open_for_reports(db, site_path)
+    store, scope, _ = open_for_reports(None, site_path)
     return store, scope
 
 

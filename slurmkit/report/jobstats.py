@@ -148,8 +148,11 @@ def advice(run: SacctRun, idle_pct: float = IDLE_UTIL_PCT) -> list[str]:
     out = []
     measured = [g for g in run.gpus if g["util_mean"] is not None]
     idle = sum(g["util_mean"] < idle_pct for g in measured)
-    if idle and len(measured) == int(run.job["gpus"] or 0):
-        out.append(f"{idle} of {len(measured)} GPUs were idle: request gpus: {max(len(measured) - idle, 1)}")
+    if idle and idle == len(measured):
+        out.append(f"{idle} of {len(measured)} GPUs were idle: the program did not use them (does it run on the "
+                   "GPU? CUDA_VISIBLE_DEVICES, the device in your code), or request none")
+    elif idle and len(measured) == int(run.job["gpus"] or 0):
+        out.append(f"{idle} of {len(measured)} GPUs were idle: request gpus: {len(measured) - idle}")
     u = run.usage
     if u is None:
         return out
