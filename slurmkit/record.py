@@ -134,6 +134,9 @@ METRIC_SOURCES: tuple[MetricSource, ...] = (
                  doc="deterministic pretend readings (devcluster, tests, demos)"),
 )
 SOURCE_NAMES: tuple[str, ...] = tuple(s.name for s in METRIC_SOURCES)
+# How a node's GPU summary leaves the node (slurmkit/accounting/transport.py): the spool, the job's AdminComment
+# (which the job's owner can read through sacct: `sk report job`), or both.
+TRANSPORTS: tuple[str, ...] = ("spool", "admin_comment", "spool+admin_comment")
 BY_SOURCE: dict[str, MetricSource] = {s.name: s for s in METRIC_SOURCES}
 
 

@@ -64,10 +64,12 @@ class NodeConfig:
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> NodeConfig:
+        from slurmkit.record import TRANSPORTS
+
         problems: list[str] = []
         transport = env.get("SK_TRANSPORT") or "spool"
-        if transport not in ("spool", "admin_comment"):
-            problems.append(f"SK_TRANSPORT={transport!r} is not spool or admin_comment; using spool")
+        if transport not in TRANSPORTS:
+            problems.append(f"SK_TRANSPORT={transport!r} is not one of {', '.join(TRANSPORTS)}; using spool")
             transport = "spool"
         return cls(state_dir=env.get("SK_STATE_DIR") or DEFAULT_STATE_DIR,
                    spool_dir=env.get("SK_SPOOL") or DEFAULT_SPOOL,

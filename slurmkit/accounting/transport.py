@@ -1,4 +1,4 @@
-"""How a node's GPU summary leaves the node: the spool (default) or the job's AdminComment, never lost.
+"""How a node's GPU summary leaves the node: the spool (default), the job's AdminComment or both, never lost.
 
 A summary that cannot be delivered (spool unreachable, AdminComment refused) is written durably to the node's
 ``undelivered/`` directory under the sampler state, and every later epilog on that node tries it again. An
@@ -25,12 +25,15 @@ def _log(msg: str) -> None:
 
 
 def _send(cfg: NodeConfig, rec: dict) -> None:
-    if cfg.transport == "admin_comment":
+    """admin_comment: the AdminComment, the spool only when that fails; spool+admin_comment: both (the store keeps
+    its spool path, the owner reads the AdminComment through sacct), the spool even when the AdminComment fails."""
+    if "admin_comment" in cfg.transport.split("+"):
         from slurmkit.accounting import admin_comment
 
         try:
             admin_comment.deliver(rec)
-            return
+            if cfg.transport == "admin_comment":
+                return
         except Exception as exc:
             _log(f"job {rec['job_id']}: AdminComment failed ({exc}); writing to the spool instead")
             flags = [f for f in (rec.get("flags") or "").split(",") if f]

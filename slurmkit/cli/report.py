@@ -169,24 +169,40 @@ def top(sort: str, limit: int, **kw) -> None:
 @report.command()
 @click.argument("jobid", type=JOBID)
 @click.option("--db", metavar="PATH|URL", help="SQLite path or postgresql:// URL.")
+@click.option("--from-sacct", is_flag=True, help="Read Slurm accounting (sacct and the job's AdminComment) even "
+              "where the store is readable (the default when you cannot read it).")
 @click.option("--tz", default="UTC", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout.")
 @site_option
 @handle_errors
-def job(jobid: str, db, tz, as_json, site_path) -> None:
-    """One job's GPUs, one row each, with a verdict such as "3 of 4 GPUs were idle".
+def job(jobid: str, db, from_sacct, tz, as_json, site_path) -> None:
+    """One job's GPUs, one row each, with a verdict such as "3 of 4 GPUs were idle: request gpus: 1".
+
+    Your own job is read from Slurm accounting when you cannot read the accounting store: the GPU summary the
+    node epilogs left in its AdminComment, and CPU, memory and time-limit efficiency from sacct.
 
     Example: sk report job 1234   (or 1234_7 for an array task)
     """
     from datetime import datetime
 
-    from slurmkit.report import job as jobreport
+    from slurmkit.errors import InputError, Problem
+    from slurmkit.report.access import job_source
     from slurmkit.report.window import resolve_tz
 
+    if db and from_sacct:
+        raise InputError(Problem("--db and --from-sacct name two different sources", key="--from-sacct",
+                                 hint="drop --db to read Slurm accounting, or drop --from-sacct to read the store"))
     zone, _name = resolve_tz(tz)
-    store, scope, _ = _open(db, site_path)
-    with store:
-        runs = jobreport.load_job(store, jobid, scope)
+    store, scope = job_source(db, site_path, from_sacct)
+    if store is None:
+        from slurmkit.report import jobstats as jobreport
+
+        runs = jobreport.load_job(jobid, scope)
+    else:
+        from slurmkit.report import job as jobreport  # type: ignore[no-redef]
+
+        with store:
+            runs = jobreport.load_job(store, jobid, scope)
     if as_json:
         echo_json(jobreport.as_dict(runs))
         return

@@ -93,6 +93,38 @@ def open_for_reports(db: str | None, site_path: str | None) -> tuple[Store, Scop
     return store, store_scope(db, admin_group, config_trusted), admin_group
 
 
+def job_source(db: str | None, site_path: str | None, from_sacct: bool = False) -> tuple[Store | None, Scope]:
+    """Where `sk report job` reads: the store when the caller can read it (an admin, or a store they may open),
+    else None, meaning Slurm accounting (slurmkit/report/jobstats.py): the job's AdminComment and sacct, where
+    an ordinary user's own job always is. `--db` names a store that must be read; `--from-sacct` forces sacct.
+    The scope for sacct: everyone only for root or a member of the admin group of a config only root can write."""
+    from slurmkit.errors import SiteConfigError
+    from slurmkit.site.model import find_site_file, load_site
+
+    if db:
+        store, scope, _ = open_for_reports(db, site_path)
+        return store, scope
+    try:
+        path = find_site_file(site_path)
+    except SiteConfigError:
+        if site_path:
+            raise
+        path = None  # no site config anywhere: sacct with defaults
+    site = load_site(path) if path is not None else None
+    admin_group = site.accounting.admin_group if site else "slurmkit-admin"
+    sacct_scope = Scope(None) if os.geteuid() == 0 or (path is not None and trusted(path)
+                                                       and is_admin(admin_group)) else Scope(current_user())
+    url = site.accounting.store if site else None
+    if from_sacct or url is None:
+        return None, sacct_scope
+    if not is_postgres(url):
+        file = Path(url).expanduser()
+        if not file.exists() or not os.access(file, os.R_OK):
+            return None, sacct_scope
+    store, scope, _ = open_for_reports(None, site_path)
+    return store, scope
+
+
 def open_readonly(url: str, admin_group: str) -> Store:
     """Open the store for reading, never creating or migrating it (reports must not write)."""
     if is_postgres(url):

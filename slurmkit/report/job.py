@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,12 +70,18 @@ def verdict(run: JobRun, idle_pct: float = IDLE_UTIL_PCT) -> str:
     return text
 
 
+def parse_ref(ref: str) -> str:
+    """A job id (1234) or an array task (1234_7), stripped; anything else is a usage error."""
+    if not _JOBREF.match(ref.strip()):
+        raise InputError(Problem(f"not a job id: {ref!r}", key="JOBID", hint="e.g. 1234 or 1234_7 (array task)"))
+    return ref.strip()
+
+
 def load_job(store: Store, ref: str, scope: Scope) -> list[JobRun]:
     """Every run of job `ref`, visible to `scope`: a job id (an array's id: every task of the array, in task order),
     or ARRAYID_TASK."""
-    m = _JOBREF.match(ref.strip())
-    if not m:
-        raise InputError(Problem(f"not a job id: {ref!r}", key="JOBID", hint="e.g. 1234 or 1234_7 (array task)"))
+    m = _JOBREF.match(parse_ref(ref))
+    assert m is not None
     if m.group(2) is None:
         where, params = "job_id = ? OR array_job_id = ?", [int(m.group(1))] * 2
     else:
@@ -101,7 +108,8 @@ def _f(v: Any, spec: str = ".1f") -> str:
     return "-" if v is None else format(v, spec)
 
 
-def render(runs: list[JobRun], fmt_time) -> str:
+def render(runs: list[JobRun], fmt_time, more: Callable[[JobRun], list[str]] | None = None) -> str:
+    """The runs as text; `more` adds lines after each run's verdict (the sacct path's seff figures)."""
     out = []
     for r in runs:
         # users' values reach a terminal: no control characters (the JSON keeps them raw)
@@ -118,6 +126,8 @@ def render(runs: list[JobRun], fmt_time) -> str:
         out.append(f"  {j['gpus']} GPU(s) {j['gpu_types'] or ''} on {j['nodes'] or '-'}, {start} to {end} "
                    f"({r.hours:.2f} h, {r.hours * (j['gpus'] or 0):.2f} GPU-h)")
         out.append(f"  verdict: {verdict(r)}")
+        if more is not None:
+            out.extend(more(r))
         if r.gpus:
             out.append(f"  {'node':<12} {'gpu':>3} {'util %':>7} {'max %':>6} {'idle %':>6} {'mem max/total MiB':>18} "
                        f"{'energy kJ':>9}  source")

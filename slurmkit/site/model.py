@@ -18,7 +18,7 @@ from slurmkit.config.strict import Strict, validate
 from slurmkit.config.units import parse_cpulist, parse_mem_mib, parse_time_minutes
 from slurmkit.errors import SiteConfigError
 from slurmkit.nccl import FABRIC_KINDS, FABRICS
-from slurmkit.record import SOURCE_NAMES
+from slurmkit.record import SOURCE_NAMES, TRANSPORTS
 from slurmkit.site.lookup import find_site_file
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -169,7 +169,9 @@ class Accounting(Strict):
     spool_dir: str = Field("/var/spool/slurmkit", description="durable spool (shared filesystem for nodes)")
     store: str = Field("/var/lib/slurmkit/accounting.db", description="SQLite path or postgresql:// URL")
     sample_interval_s: float = Field(10.0, gt=0, le=3600)
-    transport: Literal["spool", "admin_comment"] = "spool"
+    transport: Literal[TRANSPORTS] = Field(  # type: ignore[valid-type]
+        "spool", description="how node GPU summaries leave the nodes: spool, admin_comment (users read their own "
+                             "through sacct: sk report job) or spool+admin_comment (both)")
     metric_source: MetricSourceName = "auto"
     simulated_trace: str | None = Field(None, description="trace file for the simulated source (tests, demo)")
     admin_group: str = Field("slurmkit-admin", description="Unix group whose members see every user's jobs")

@@ -26,6 +26,11 @@ ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEM
 # 125_0 (array task), 131+1 (het job component), 129_[0-4] (an array's tasks that never started: one record).
 _JOBID = re.compile(r"^(\d+)(?:_(\d+)|\+(\d+)|_\[([^\]]*)\])?$")
 JOB_ID_CHUNK = 200  # job ids per `sacct -j` call (keeps the command line short)
+# One job's allocation and step rows for `sk report job` from sacct (seff's figures); JobName last, as above.
+USAGE_FIELDS = ("JobID", "JobIDRaw", "Cluster", "User", "Account", "Partition", "State", "Start", "End",
+                "ElapsedRaw", "TimelimitRaw", "TotalCPU", "AllocCPUS", "MaxRSS", "ReqMem", "AllocTRES", "NodeList",
+                "JobName")
+_MEM_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 
 
 def _slurm_time(epoch: int) -> str:
@@ -93,20 +98,43 @@ def parse_int(value: str) -> int | None:
     return int(value) if value.strip().isdigit() else None
 
 
-def parse(text: str) -> list[dict[str, str]]:
+def parse(text: str, fields: Sequence[str] = FIELDS) -> list[dict[str, str]]:
     """Rows of `sacct -P -n -o FIELDS` as dicts (JobName may contain '|': it is the last field)."""
     rows = []
     for line in text.splitlines():
         if not line.strip():
             continue
-        parts = line.split("|", len(FIELDS) - 1)
-        if len(parts) != len(FIELDS):
-            raise BackendError(f"unexpected sacct line ({len(parts)} fields, expected {len(FIELDS)}): {line!r}")
-        rows.append(dict(zip(FIELDS, parts, strict=True)))
+        parts = line.split("|", len(fields) - 1)
+        if len(parts) != len(fields):
+            raise BackendError(f"unexpected sacct line ({len(parts)} fields, expected {len(fields)}): {line!r}")
+        rows.append(dict(zip(fields, parts, strict=True)))
     return rows
 
 
-def admin_comments(job_ids: Sequence[int], *, cluster: str | None = None,
+def usage_command(ref: str, users: Sequence[str] | None = None) -> list[str]:
+    """The allocation and every step of job `ref` (1234: the job, or every task of array 1234; 1234_7: one
+    task), the latest run of each; only `users`' jobs when given (a non-admin: their own)."""
+    cmd = ["sacct", "-P", "-n", "-j", ref, "-o", ",".join(USAGE_FIELDS)]
+    return [*cmd, "-u", ",".join(users)] if users else [*cmd, "-a"]
+
+
+def parse_mem(value: str) -> int | None:
+    """Bytes in a sacct memory value: MaxRSS "3268K", AllocTRES "mem=16G", ReqMem "16G" (before 21.08: "4Gn"/"4Gc",
+    per node or per CPU: the suffix is dropped); None when empty."""
+    m = re.match(r"^([\d.]+)([KMGTP]?)[nc]?$", value.strip())
+    return int(float(m.group(1)) * _MEM_UNITS[m.group(2)]) if m else None
+
+
+def cpu_time_s(value: str) -> float | None:
+    """Seconds in sacct's TotalCPU: [D-][HH:]MM:SS[.mmm] ("00:00.002", "01:02:03", "1-00:00:00")."""
+    m = re.match(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$", value.strip())
+    if not m:
+        return None
+    d, h, mi = (int(x) if x else 0 for x in m.groups()[:3])
+    return ((d * 24 + h) * 60 + mi) * 60 + float(m.group(4))
+
+
+def admin_comments(job_ids: Sequence[int], *, cluster: str | None = None, users: Sequence[str] | None = None,
                    run: Callable[[list[str]], str] = run_sacct) -> dict[int, str]:
     """AdminComment of each job (JobIDRaw -> text; runs of one job share it), for the AdminComment transport of
     node GPU summaries (slurmkit/accounting/admin_comment.py). A query of its own with AdminComment as the last
@@ -114,7 +142,7 @@ def admin_comments(job_ids: Sequence[int], *, cluster: str | None = None,
     out: dict[int, str] = {}
     ids = sorted({int(j) for j in job_ids})
     for i in range(0, len(ids), JOB_ID_CHUNK):
-        cmd = [*sacct_command(job_ids=ids[i:i + JOB_ID_CHUNK], cluster=cluster)]
+        cmd = [*sacct_command(job_ids=ids[i:i + JOB_ID_CHUNK], cluster=cluster, users=users)]
         cmd[cmd.index("-o") + 1] = "JobIDRaw,AdminComment"
         for line in run(cmd).splitlines():
             job, sep, text = line.partition("|")
