@@ -182,7 +182,7 @@ def _run_reconcile(mode: str, site_path: str | None, since: str, until: str | No
     chunk_s = _chunk_seconds(chunk)
     acc = _accounting(site_path, spool_dir, store_url)
     if admin_comment is None:
-        admin_comment = "admin_comment" in acc.transport.split("+")
+        admin_comment = "admin_comment" in (acc.transport or "spool").split("+")
     progress = None if quiet else (lambda line: click.echo(line, err=True))
     after = "changes are made per sacct slice in one transaction each; run the same command again"
     with _store_errors(acc.store_url, after), \
