@@ -6,10 +6,14 @@ separated by ``,``; other text in the comment (e.g. Princeton jobstats' ``JS1:``
 field of its own. Slurm stores AdminComment in its accounting database, so `sk admin reconcile` can read it from
 sacct later (parse_admin_comment).
 
-Slurm 22.05 can only replace AdminComment, so each node's epilog reads, merges and writes it, and then reads it
-back after a pause longer than one read-write (so a concurrent writer that missed our segment has written by
-then) and retries when the segment is gone. That narrows the race between nodes, it cannot close it; the spool
-transport has no such race and stays the default.
+The epilog runs after the job has finished in slurmctld, which then refuses ``scontrol update`` ("Job has already
+finished", ESLURM_JOB_FINISHED, job_mgr.c of 22.05 and 25.11), so the segment goes to the accounting database:
+``sacctmgr modify job ... set AdminComment=`` (AdminComment is one of the fields sacctmgr(1) may change after
+job completion; Princeton jobstats' slurmctldepilog.sh does the same). Slurm can only replace AdminComment, so
+each node's epilog reads it with sacct, merges and writes it, and then reads it back after a pause longer than
+one read-write (so a concurrent writer that missed our segment has written by then) and retries when the
+segment is gone. That narrows the race between nodes, it cannot close it; the spool transport has no such race
+and stays the default.
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ import gzip
 import json
 import random
 import re
-import subprocess
 import time
 
 from slurmkit.slurm import scontrol
@@ -67,20 +70,40 @@ def merge(existing: str, rec: dict) -> str:
     return ",".join([*keep, encode(rec)])
 
 
-def _current(job_id: int) -> str:
-    return scontrol.show_job(job_id).get("AdminComment", "")
+def stored(job_id: int, timeout_s: float = 10.0) -> tuple[str, str] | None:
+    """(the JobID sacctmgr selects it by, its AdminComment) of the job's latest run in Slurm's accounting
+    database, or None while slurmdbd has no record of it. An array task is selected as ``<array>_<task>``: a
+    plain id that is also the array's id would select every task (sacct/sacctmgr job conditions)."""
+    status, out, err = scontrol.run(["sacct", "-j", str(int(job_id)), "-X", "-n", "-P",
+                                     "-o", "JobIDRaw,JobID,AdminComment"], timeout_s)
+    if status != 0:
+        raise RuntimeError(f"sacct -j {int(job_id)} exited {status}: {err.strip()}")
+    found = None
+    for line in out.splitlines():
+        raw, _, rest = line.partition("|")
+        key, _, text = rest.partition("|")  # AdminComment last: free text
+        if raw == str(int(job_id)):
+            found = (key, text.strip())
+    return found
 
 
 def deliver(rec: dict, attempts: int = 5, settle_s: float = 1.0, timeout_s: float = 10.0) -> None:
-    """Add rec to its job's AdminComment (root or SlurmUser only). Raises RuntimeError when it did not stick."""
-    mine = encode(rec)
+    """Add rec to its job's AdminComment in the accounting database (root or SlurmUser only). Raises
+    RuntimeError when it did not stick."""
+    job, mine = int(rec["job_id"]), encode(rec)
+    cur = stored(job, timeout_s)
     for _ in range(attempts):
-        value = merge(_current(rec["job_id"]), rec)
-        res = subprocess.run(["scontrol", "update", f"job={rec['job_id']}", f"AdminComment={value}"],
-                             capture_output=True, text=True, timeout=timeout_s)
-        if res.returncode != 0:
-            raise RuntimeError(f"scontrol update job={rec['job_id']} AdminComment=...: {res.stderr.strip()}")
+        if cur is not None:
+            if mine in _SEGMENT.findall(cur[1]):
+                return
+            status, _, err = scontrol.run(["sacctmgr", "-i", "modify", "job", "where", f"jobid={cur[0]}", "set",
+                                           f"AdminComment={merge(cur[1], rec)}"], timeout_s)
+            if status != 0:
+                raise RuntimeError(f"sacctmgr modify job where jobid={cur[0]} set AdminComment=...: "
+                                   f"{err.strip()}")
         time.sleep(settle_s * (1 + random.random()))
-        if mine in _SEGMENT.findall(_current(rec["job_id"])):
-            return
-    raise RuntimeError(f"AdminComment of job {rec['job_id']} lost our segment {attempts} times")
+        cur = stored(job, timeout_s)
+    if cur is not None and mine in _SEGMENT.findall(cur[1]):
+        return
+    raise RuntimeError(f"AdminComment of job {job} lost our segment {attempts} times" if cur is not None
+                       else f"job {job} is not in Slurm's accounting database after {attempts} tries")

@@ -22,7 +22,6 @@ import pytest
 
 from slurmkit.accounting import admin_comment, sampler
 from slurmkit.accounting.metrics.simulated import SimulatedSource
-from slurmkit.slurm import scontrol
 from slurmkit.store import gpus as store_gpus
 from slurmkit.store.db import open_store
 from tests.integration.jobs import DEVSITE, wait
@@ -163,44 +162,72 @@ def test_killed_sampler_still_gives_a_flagged_summary(devcluster, outdir):
     assert row["samples"] == written and row["util_mean"] is not None and row["source"] == "simulated"
 
 
+def _admin_comment(job: int) -> str:
+    return subprocess.run(["sacct", "-n", "-X", "-P", "-j", str(job), "-o", "AdminComment"],
+                          capture_output=True, text=True, timeout=30).stdout.strip()
+
+
 def test_admin_comment_transport_survives_concurrent_node_epilogs(devcluster, tmp_path):
-    """Two nodes' epilogs write the job's AdminComment at once (the real scontrol); both segments stay, sacct
-    keeps them for reconcile, and they upsert into a store like spool records."""
+    """Two nodes' epilogs write the AdminComment of a job that has finished (as real epilogs run: slurmctld
+    refuses `scontrol update` then) at once; both segments stay in slurmdbd, sacct keeps them for reconcile, and
+    they upsert into a store like spool records."""
     res = subprocess.run(["sbatch", "--parsable", "--hold", "-J", _name(), "-t", "1", "--gpus=1", "-o", "/dev/null",
                           "--wrap", "true"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     job = int(res.stdout.strip())
-    try:
-        env = {**os.environ, "SK_TRANSPORT": "admin_comment", "SK_STATE_DIR": str(tmp_path / "state"),
-               "SK_SPOOL": str(tmp_path / "spool"), "SLURM_JOB_ID": str(job), "SLURM_CLUSTER_NAME": "devcluster"}
-        procs = [subprocess.Popen([SK, "hook", "epilog"], env={**env, "SLURMD_NODENAME": node,
-                                                                "SLURM_JOB_GPUS": gpus})
-                 for node, gpus in (("gpu01", "2,3"), ("gpu02", "5"))]
-        assert [p.wait(timeout=60) for p in procs] == [0, 0]
-        assert not (tmp_path / "spool").exists()  # nothing fell back to the spool
-        recs = admin_comment.parse_admin_comment(scontrol.show_job(job).get("AdminComment", ""))
-        assert sorted((r["node"], [g["index"] for g in r["gpus"]]) for r in recs) == [
-            ("gpu01", [2, 3]), ("gpu02", [5])]
-    finally:
-        subprocess.run(["scancel", str(job)], timeout=30)
-    deadline = time.monotonic() + 30
-    while True:
-        text = subprocess.run(["sacct", "-n", "-X", "-P", "-j", str(job), "-o", "AdminComment"],
-                              capture_output=True, text=True, timeout=30).stdout.strip()
-        if len(admin_comment.parse_admin_comment(text)) == 2 or time.monotonic() > deadline:
-            break
-        time.sleep(1)
+    subprocess.run(["scancel", str(job)], timeout=30, check=True)
+    assert wait(job) == "CANCELLED"
+    env = {**os.environ, "SK_TRANSPORT": "admin_comment", "SK_STATE_DIR": str(tmp_path / "state"),
+           "SK_SPOOL": str(tmp_path / "spool"), "SLURM_JOB_ID": str(job), "SLURM_CLUSTER_NAME": "devcluster"}
+    procs = [subprocess.Popen([SK, "hook", "epilog"], env={**env, "SLURMD_NODENAME": node, "SLURM_JOB_GPUS": gpus})
+             for node, gpus in (("gpu01", "2,3"), ("gpu02", "5"))]
+    assert [p.wait(timeout=90) for p in procs] == [0, 0]
+    assert not (tmp_path / "spool").exists()  # nothing fell back to the spool
+    text = _admin_comment(job)
+    recs = admin_comment.parse_admin_comment(text)
+    assert sorted((r["node"], [g["index"] for g in r["gpus"]]) for r in recs) == [("gpu01", [2, 3]), ("gpu02", [5])]
     with open_store(str(tmp_path / "a.db")) as store:
-        assert store_gpus.upsert(store, admin_comment.parse_admin_comment(text)) == 3
+        assert store_gpus.upsert(store, recs) == 3
         flags = {r[0] for r in store.execute("SELECT flags FROM job_gpus WHERE job_id = ?", (job,)).fetchall()}
     assert flags == {"no-sampler"}
+
+
+def test_admin_comment_of_an_array_task_reaches_that_task_alone(devcluster, tmp_path):
+    """One task of an array has the array's own id (in 25.11 the last, not the first): `sacct -j`/`sacctmgr
+    where jobid=` with that id select every task, so its epilog must select it as <array>_<task>."""
+    res = subprocess.run(["sbatch", "--parsable", "-a", "0-1", "-J", _name(), "-t", "1", "-o", "/dev/null",
+                          "--wrap", "true"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    array = int(res.stdout.strip())
+    assert [wait(f"{array}_{i}") for i in (0, 1)] == ["COMPLETED", "COMPLETED"]
+
+    def comments() -> dict[int, str]:  # raw job id -> AdminComment, of every task
+        out = subprocess.run(["sacct", "-n", "-X", "-P", "-j", str(array), "-o", "JobIDRaw,AdminComment"],
+                             capture_output=True, text=True, timeout=30).stdout
+        return {int(raw): text for raw, _, text in (line.partition("|") for line in out.splitlines())}
+
+    deadline = time.monotonic() + 30
+    while len(comments()) < 2:  # slurmdbd stores the tasks asynchronously
+        assert time.monotonic() < deadline, comments()
+        time.sleep(0.5)
+    assert array in comments()
+    env = {**os.environ, "SK_TRANSPORT": "admin_comment", "SK_STATE_DIR": str(tmp_path / "state"),
+           "SK_SPOOL": str(tmp_path / "spool"), "SLURM_JOB_ID": str(array), "SLURM_CLUSTER_NAME": "devcluster",
+           "SLURMD_NODENAME": "gpu01", "SLURM_JOB_GPUS": "0"}
+    subprocess.run([SK, "hook", "epilog"], env=env, check=True, timeout=90)
+    got = {raw: [r["job_id"] for r in admin_comment.parse_admin_comment(text)] for raw, text in comments().items()}
+    assert got == {raw: ([array] if raw == array else []) for raw in got}
 
 
 def test_samples_of_a_job_that_died_with_its_node_are_delivered_by_the_next_prolog(devcluster, outdir):
     """A node lost power mid-job: its sampler is gone and no epilog came. After the reboot, the first job's real
     Slurm prolog finds the run directory written before the boot and delivers its samples, flagged."""
     state = devcluster / "state" / "sk-sampler"
-    dead_job = 900_000 + int(uuid.uuid4().hex[:5], 16) % 99_999  # no such job: only its node state exists
+    res = subprocess.run(["sbatch", "--parsable", "--hold", "-J", _name(), "-t", "1", "-o", "/dev/null", "--wrap",
+                          "true"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    dead_job = int(res.stdout.strip())  # a real job (Slurm's record of it ends when its node is declared down)
+    subprocess.run(["scancel", str(dead_job)], timeout=30, check=True)
     env = {**os.environ, "SK_STATE_DIR": str(state), "SK_SPOOL": str(outdir / "unused-spool"),
            "SK_METRIC_SOURCE": "simulated", "SK_SAMPLE_INTERVAL": "0.2", "SLURMD_NODENAME": "gpu01",
            "SLURM_CLUSTER_NAME": "devcluster", "SLURM_JOB_ID": str(dead_job), "SLURM_JOB_GPUS": "7"}
