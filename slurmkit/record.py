@@ -179,6 +179,21 @@ def _check_all(fields: tuple[Field, ...], rec: dict) -> str | None:
     return None
 
 
+def storable(rec: dict) -> dict:
+    """`rec` with every undecodable byte in its text written as ``\\xNN`` (Python's backslashreplace of the
+    original bytes). Slurm lets a job name (or account, ...) hold bytes that are not UTF-8; the hook's
+    environment and sacct's output keep them as lone surrogates (surrogateescape), which no store can hold. So
+    the record is stored, every other record after it too, and the bytes stay recoverable from the text."""
+    out = dict(rec)
+    for key, value in rec.items():
+        if type(value) is str and not value.isascii():
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                out[key] = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return out
+
+
 def validate(rec: object) -> str | None:
     """A reason why `rec` (a parsed spool file or AdminComment segment) cannot be stored, or None when it can:
     every field of the record contract is checked for type and range before the store sees it."""

@@ -28,7 +28,7 @@ SINCE, UNTIL = 1796283600, 1796284300  # the window of the recordings (2026-12-0
 
 
 def sacct_records(source: str) -> list[dict]:
-    return sacct.number_runs(sacct_cmd.parse((DATA / "sacct-kinds.txt").read_text()), source)
+    return sacct.number_runs(sacct_cmd.parse((DATA / "sacct-kinds.txt").read_text(), delimiter="|"), source)
 
 
 def fetch(since: int, until: int | None, *, cluster: str | None = None, source: str = "reconcile") -> list[dict]:

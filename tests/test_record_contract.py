@@ -294,3 +294,21 @@ def test_a_transaction_commits_once_or_leaves_nothing(any_store):
         cur.execute(s.sql("INSERT INTO rollup_buckets (lo, hi, stale) VALUES (?, ?, 1)"), [0, 3600])
     with open_store(s.url) as other:  # another connection sees it: committed
         assert other.execute("SELECT COUNT(*) FROM rollup_buckets").fetchone()[0] == 1
+
+
+def test_a_job_name_that_is_not_utf8_is_stored_with_its_bytes_recoverable_and_stops_nothing(tmp_path):
+    """Slurm lets a job name hold any byte. The hook's environment keeps one that is not UTF-8 as a lone surrogate
+    (surrogateescape); ingest stores it as \\xNN and goes on with the next record."""
+    env = {"CLUSTER": "dev", "JOBID": "41", "JOBSTATE": "COMPLETED", "SUBMIT": str(T0), "START": str(T0),
+           "END": str(T0 + 60), "NODES": "gpu01", "NODECNT": "1", "PROCS": "1", "USERNAME": "alice", "UID": "1001",
+           "JOBNAME": b"bad\xff\xfename\x1b]0;t\x07".decode("utf-8", "surrogateescape")}
+    sp = tmp_path / "spool"
+    spool.write(sp, "job-dev-41-0-1", hooks.jobcomp_record(env, None))
+    spool.write(sp, "job-dev-42-0-2", hooks.jobcomp_record({**env, "JOBID": "42", "JOBNAME": "next"}, None))
+    with open_store(str(tmp_path / "s.db")) as s:
+        res = ingest(s, sp)
+        assert (res.ingested, res.quarantined) == (2, 0)
+        names = dict(s.execute("SELECT job_id, job_name FROM jobs").fetchall())
+    assert names == {41: "bad\\xff\\xfename\x1b]0;t\x07", 42: "next"}
+    assert names[41].encode().decode("unicode_escape").encode("latin-1") == b"bad\xff\xfename\x1b]0;t\x07"
+    assert record.storable({"job_name": "plain é"}) == {"job_name": "plain é"}

@@ -19,7 +19,7 @@ from slurmkit.report.formats import as_dict, render_text
 from slurmkit.report.query import Scope
 from slurmkit.report.sacct_source import memory_store, open_sacct, records
 from slurmkit.report.window import Window
-from slurmkit.slurm.sacct import FIELDS
+from slurmkit.slurm.sacct import DELIMITER, FIELDS
 
 DATA = Path(__file__).parent / "data" / "accounting" / "sacct-report-allocations.txt"
 T = 1796283862  # Submit/Start of most recorded jobs (2026-12-03 07:44:22 UTC)
@@ -116,7 +116,7 @@ def test_non_admin_asks_sacct_for_own_jobs_and_drops_the_rest():
 
     def run(cmd: list[str]) -> str:
         seen.append(cmd)
-        return "\n".join("|".join(r[f] for f in FIELDS) for r in recorded_rows()) + "\n"
+        return "\n".join(DELIMITER.join(r[f] for f in FIELDS) for r in recorded_rows()) + "\n"
 
     store, read = open_sacct(window(), Scope("alice"), run=run)
     cmd = seen[0]

@@ -7,11 +7,13 @@ array cancelled before any task started (129), timed out (130), a heterogeneous 
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 import pytest
 
+from slurmkit import record
 from slurmkit.accounting import hooks, sacct
 from slurmkit.config import when
 from slurmkit.errors import BackendError, InputError
@@ -31,7 +33,13 @@ def _utc(monkeypatch):
 
 
 def rows(name: str = "sacct-kinds.txt") -> list[dict[str, str]]:
-    return sacct_cmd.parse((DATA / name).read_text())
+    return sacct_cmd.parse((DATA / name).read_text(), delimiter="|")  # recorded with sacct's default delimiter
+
+
+def as_sacct(lines: list[str]) -> str:
+    """Recorded lines as sacct writes them for slurmkit's own query (its per-process delimiter)."""
+    n = len(sacct_cmd.FIELDS)
+    return "".join(sacct_cmd.DELIMITER.join(line.split("|", n - 1)) + "\n" for line in lines)
 
 
 def records(name: str = "sacct-kinds.txt") -> dict[tuple[int, int], dict]:
@@ -98,19 +106,28 @@ def test_typed_gpu_entries_count_when_the_untyped_total_is_absent():
     assert fields.parse_gpu_tres("") == (0, [])
 
 
-def test_job_name_with_the_delimiter_stays_whole():
-    line = (DATA / "sacct-kinds.txt").read_text().splitlines()[0] + "|with|pipes"
-    assert sacct_cmd.parse(line)[0]["JobName"] == "acct-rq-probe|with|pipes"
+def test_job_name_with_pipes_newlines_and_a_forged_row_stays_one_whole_name():
+    """A user names their job; nothing in the name can split it or add a row (the delimiter is per process)."""
+    first, second = (DATA / "sacct-kinds.txt").read_text().splitlines()[:2]
+    forged = "x|with|pipes\n" + second  # and then a whole row, as sacct -P would print it
+    head = first.rsplit("|", 1)[0]
+    text = as_sacct([f"{head}|{forged}", second])
+    got = sacct_cmd.parse(text)
+    assert [r["JobName"] for r in got] == [forged, second.rsplit("|", 1)[1]]
+    assert got[0]["JobIDRaw"] == first.split("|")[1] and got[1]["JobIDRaw"] == second.split("|")[1]
 
 
-def test_short_line_is_an_error_that_shows_it():
-    with pytest.raises(BackendError, match=r"unexpected sacct line \(3 fields, expected 20\): '1\|2\|3'"):
-        sacct_cmd.parse("1|2|3\n")
+def test_output_that_does_not_make_whole_rows_is_an_error_that_shows_it():
+    with pytest.raises(BackendError, match=r"unexpected sacct output: 2 field delimiters do not make rows of 20"):
+        sacct_cmd.parse(sacct_cmd.DELIMITER.join(["1", "2", "3"]) + "\n")
+    broken = as_sacct((DATA / "sacct-kinds.txt").read_text().splitlines()[:2]).replace("\n", " ", 1)
+    with pytest.raises(BackendError, match=r"row 1 .* is not one line"):
+        sacct_cmd.parse(broken)
 
 
 def test_window_command_asks_for_runs_that_ended_in_it():
     cmd = sacct_cmd.sacct_command(since=1796283710, until=1796283750, states=sacct_cmd.ENDED, cluster="devcluster")
-    assert cmd[:5] == ["sacct", "--duplicates", "--allocations", "-P", "-n"]
+    assert cmd[:6] == ["sacct", "--duplicates", "--allocations", "-P", f"--delimiter={sacct_cmd.DELIMITER}", "-n"]
     assert cmd[cmd.index("-S") + 1] == "2026-12-03T07:41:50" and cmd[cmd.index("-E") + 1] == "2026-12-03T07:42:30"
     assert "REQUEUED" in cmd[cmd.index("-s") + 1].split(",") and "-a" in cmd and cmd[-2:] == ["-M", "devcluster"]
     with pytest.raises(ValueError, match="-E"):
@@ -125,10 +142,10 @@ def test_fetch_numbers_runs_that_the_window_hides():
     def run(cmd: list[str]) -> str:
         calls.append(cmd)
         if "-S" in cmd:
-            return (DATA / "sacct-window-119.txt").read_text()
+            return as_sacct((DATA / "sacct-window-119.txt").read_text().splitlines())
         assert cmd[cmd.index("-j") + 1] == "119"  # only the job whose first listed run was submitted earlier
-        return "\n".join(line for line in (DATA / "sacct-kinds.txt").read_text().splitlines()
-                         if line.startswith("119|"))
+        return as_sacct([line for line in (DATA / "sacct-kinds.txt").read_text().splitlines()
+                         if line.startswith("119|")])
 
     recs = sacct.fetch_records(1796283710, 1796283750, run=run, source="sacct-import")
     assert [(r["job_id"], r["run"], r["state"], r["source"]) for r in recs] == [
@@ -141,8 +158,8 @@ def test_fetch_asks_once_when_no_run_can_be_hidden():
 
     def run(cmd: list[str]) -> str:
         calls.append(cmd)
-        return "\n".join(line for line in (DATA / "sacct-kinds.txt").read_text().splitlines()
-                         if line.startswith(("124|", "125_")))
+        return as_sacct([line for line in (DATA / "sacct-kinds.txt").read_text().splitlines()
+                         if line.startswith(("124|", "125_"))])
 
     recs = sacct.fetch_records(1796283800, 1796283900, run=run)
     assert [r["job_id"] for r in recs] == [124, 125, 134, 135] and len(calls) == 1
@@ -187,3 +204,18 @@ def test_times_out_of_range_are_one_line_errors(text, why):
     with pytest.raises(InputError) as err:
         sacct.to_epoch(text, what="--since")
     assert err.value.format().startswith(f"error: --since: {text!r} is {why}")
+
+
+def test_sacct_output_that_is_not_utf8_is_read_and_the_record_keeps_the_bytes_as_xNN(tmp_path, monkeypatch):
+    """The bytes sacct prints (a stand-in sacct on PATH: a job name holding \\xff) decode without an error; the
+    record writes them as \\xNN, so the store takes it and the window goes on."""
+    first = (DATA / "sacct-kinds.txt").read_text().splitlines()[0]
+    out = tmp_path / "out"
+    out.write_bytes(as_sacct([first.rsplit("|", 1)[0] + "|x"]).encode().replace(b"|x\n", b"|caf\xc3\xa9\xff\n"))
+    (tmp_path / "sacct").write_text(f"#!/bin/sh\ncat {out}\n")
+    (tmp_path / "sacct").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    [row] = sacct_cmd.parse(sacct_cmd.run_sacct(sacct_cmd.sacct_command(job_ids=[119])))
+    assert row["JobName"] == "café\udcff"
+    rec = sacct.to_record(row, 0, "reconcile")
+    assert rec["job_name"] == "café\\xff" and record.validate(rec) is None

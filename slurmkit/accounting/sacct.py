@@ -56,7 +56,7 @@ def to_record(row: dict[str, str], run: int, source: str) -> dict:
     elapsed = parse_int(row["ElapsedRaw"])
     if elapsed is None and start and end:
         elapsed = max(0, end - start)
-    return {
+    return record.storable({
         "version": record.JOB_VERSION, "kind": record.JOB_KIND, "cluster": row["Cluster"],
         "job_id": int(row["JobIDRaw"]), "run": run,
         "array_job_id": array_job, "array_task_id": array_task, "het_job_id": het_job, "het_job_offset": het_offset,
@@ -73,7 +73,7 @@ def to_record(row: dict[str, str], run: int, source: str) -> dict:
         "node_type": None,  # sacct knows only the partition: the site's map names it (reconcile, --from-sacct)
         "tres": (row["AllocTRES"] or None) if started else None,
         "source": source, "flags": None,
-    }
+    })
 
 
 def number_runs(rows: list[dict[str, str]], source: str) -> list[dict]:

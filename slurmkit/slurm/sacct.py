@@ -16,7 +16,12 @@ from collections.abc import Callable, Iterable, Sequence
 
 from slurmkit.errors import BackendError, BackendUnavailable
 
-# JobName comes last: it is the only free-text field and may contain the '|' delimiter.
+# Fields are separated by a delimiter made anew in every process: a user names their job (and JobName, like
+# AdminComment, is free text that may hold '|', newlines and any byte Slurm accepts), and with a fixed '|' a name
+# holding "\n<fields>" would read as a row of its own. Free text comes last: whatever it holds, the rows split
+# unambiguously (parse()).
+DELIMITER = f"|sk{os.urandom(6).hex()}|"
+# JobName comes last: it is the only free-text field.
 FIELDS = ("JobID", "JobIDRaw", "DBIndex", "Cluster", "User", "UID", "Account", "Partition", "QOS", "State",
           "ExitCode", "Submit", "Start", "End", "ElapsedRaw", "NodeList", "NNodes", "AllocCPUS", "AllocTRES",
           "JobName")
@@ -30,6 +35,7 @@ JOB_ID_CHUNK = 200  # job ids per `sacct -j` call (keeps the command line short)
 USAGE_FIELDS = ("JobID", "JobIDRaw", "Cluster", "User", "Account", "Partition", "State", "Start", "End",
                 "ElapsedRaw", "TimelimitRaw", "TotalCPU", "AllocCPUS", "MaxRSS", "ReqMem", "AllocTRES", "NodeList",
                 "JobName")
+_COMMENT_FIELDS = ("JobIDRaw", "AdminComment")
 _MEM_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 
 
@@ -45,7 +51,7 @@ def sacct_command(*, since: int | None = None, until: int | None = None, job_ids
     with them, only runs that were in one of those states in the window: for end states, runs that ENDED in it,
     including runs that never started (cancelled while pending; 22.05.8, tests/data/accounting/README.md).
     sacct needs -E with -s (it lists nothing otherwise), so `until` must then be given."""
-    cmd = ["sacct", "--duplicates", "--allocations", "-P", "-n", "-o", ",".join(FIELDS)]
+    cmd = ["sacct", "--duplicates", "--allocations", "-P", f"--delimiter={DELIMITER}", "-n", "-o", ",".join(FIELDS)]
     if states:
         if until is None:
             raise ValueError("sacct -s needs an end time (-E)")
@@ -67,10 +73,13 @@ def sacct_command(*, since: int | None = None, until: int | None = None, job_ids
 
 
 def run_sacct(cmd: list[str], timeout_s: float = 600.0) -> str:
-    """Run sacct with epoch times in its output (SLURM_TIME_FORMAT=%s: no local-time parsing)."""
+    """Run sacct with epoch times in its output (SLURM_TIME_FORMAT=%s: no local-time parsing). The output is
+    decoded as UTF-8 with surrogateescape: a byte that is not UTF-8 (a job name may hold one) stays recoverable
+    and never stops the window; slurmkit.record.storable() writes it as \\xNN before a store sees it."""
     env = {**os.environ, "SLURM_TIME_FORMAT": "%s"}
     try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+        res = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", errors="surrogateescape",
+                             timeout=timeout_s, env=env)
     except FileNotFoundError:
         raise BackendUnavailable("sacct not found", hint="run this on a host with the Slurm client tools") from None
     except subprocess.TimeoutExpired:
@@ -98,23 +107,39 @@ def parse_int(value: str) -> int | None:
     return int(value) if value.strip().isdigit() else None
 
 
-def parse(text: str, fields: Sequence[str] = FIELDS) -> list[dict[str, str]]:
-    """Rows of `sacct -P -n -o FIELDS` as dicts (JobName may contain '|': it is the last field)."""
-    rows = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        parts = line.split("|", len(fields) - 1)
-        if len(parts) != len(fields):
-            raise BackendError(f"unexpected sacct line ({len(parts)} fields, expected {len(fields)}): {line!r}")
-        rows.append(dict(zip(fields, parts, strict=True)))
+def parse(text: str, fields: Sequence[str] = FIELDS, delimiter: str = DELIMITER) -> list[dict[str, str]]:
+    """Rows of `sacct -P --delimiter=DELIMITER -n -o FIELDS` as dicts. Only the last field may hold newlines
+    (free text): every other field is a Slurm-made value without one, so the text between one row's last
+    delimiter and the next row's first is "<last field>\\n<first field>", split at its last newline."""
+    n = len(fields)
+    if not text.strip():
+        return []
+    parts = text.removesuffix("\n").split(delimiter)
+    if n < 2 or (len(parts) - 1) % (n - 1):
+        raise BackendError(f"unexpected sacct output: {len(parts) - 1} field delimiters do not make rows of "
+                           f"{n} fields ({','.join(fields)}): {text[:200]!r}")
+    rows, first = [], parts[0].lstrip("\n")
+    count = (len(parts) - 1) // (n - 1)
+    for r in range(count):
+        chunk = parts[1 + r * (n - 1): 1 + (r + 1) * (n - 1)]
+        if r == count - 1:
+            last, nxt = chunk[-1], ""
+        elif "\n" in chunk[-1]:
+            last, nxt = chunk[-1].rsplit("\n", 1)
+        else:
+            last = nxt = None
+        if last is None or "\n" in first or any("\n" in c for c in chunk[:-1]):
+            raise BackendError(f"unexpected sacct output: row {r + 1} of {','.join(fields)} is not one line but "
+                               f"its last field: {delimiter.join([first, *chunk])[:200]!r}")
+        rows.append(dict(zip(fields, [first, *chunk[:-1], last], strict=True)))
+        first = nxt
     return rows
 
 
 def usage_command(ref: str, users: Sequence[str] | None = None) -> list[str]:
     """The allocation and every step of job `ref` (1234: the job, or every task of array 1234; 1234_7: one
     task), the latest run of each; only `users`' jobs when given (a non-admin: their own)."""
-    cmd = ["sacct", "-P", "-n", "-j", ref, "-o", ",".join(USAGE_FIELDS)]
+    cmd = ["sacct", "-P", f"--delimiter={DELIMITER}", "-n", "-j", ref, "-o", ",".join(USAGE_FIELDS)]
     return [*cmd, "-u", ",".join(users)] if users else [*cmd, "-a"]
 
 
@@ -143,11 +168,10 @@ def admin_comments(job_ids: Sequence[int], *, cluster: str | None = None, users:
     ids = sorted({int(j) for j in job_ids})
     for i in range(0, len(ids), JOB_ID_CHUNK):
         cmd = [*sacct_command(job_ids=ids[i:i + JOB_ID_CHUNK], cluster=cluster, users=users)]
-        cmd[cmd.index("-o") + 1] = "JobIDRaw,AdminComment"
-        for line in run(cmd).splitlines():
-            job, sep, text = line.partition("|")
-            if sep and job.isdigit() and text.strip():
-                out[int(job)] = text.strip()
+        cmd[cmd.index("-o") + 1] = ",".join(_COMMENT_FIELDS)
+        for row in parse(run(cmd), _COMMENT_FIELDS):
+            if row["JobIDRaw"].isdigit() and row["AdminComment"].strip():
+                out[int(row["JobIDRaw"])] = row["AdminComment"].strip()
     return out
 
 

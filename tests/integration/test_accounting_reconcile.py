@@ -118,3 +118,35 @@ def test_reconcile_adds_node_gpu_summaries_kept_in_the_admin_comment(devcluster,
     assert got == [(node, 0, "no-sampler"), (node, 1, "no-sampler")]  # no sampler ran for this hand-run epilog
     again = reconcile(store, run["submit_time"], "--admin-comment")
     assert [c for c in again["changes"] if c["job_id"] == job_id] == []
+
+
+def test_a_hostile_job_name_is_one_whole_name_and_stops_no_window(devcluster, tmp_path):
+    """A job named with pipes, a newline followed by a whole forged sacct row, a terminal escape and a byte that
+    is not UTF-8 (Slurm takes them all): the jobcomp hook's record is ingested, reconcile, import-sacct and
+    `sk report --from-sacct` read the window, the name is stored whole, and no forged record appears."""
+    other = acct.sbatch("-t", "1", "--wrap", "true", name=acct.tag("victim"))
+    acct.wait_final([other], timeout=120)
+    [victim] = acct.sacct_runs([other])
+    forged = "|".join(["999999", "999999", "1", "devcluster", "root", "0", "root", "debug", "normal", "COMPLETED",
+                       "0:0", "1", "1", "2", "1", "gpu01", "1", "1", "billing=1,cpu=1,gres/gpu=8,node=1", "forged"])
+    name = f"{acct.tag('hostile')}|a|b\n{forged}\x1b]0;owned\x07".encode() + b"\xff"
+    out = subprocess.run([b"sbatch", b"--parsable", b"-J", name, b"-o", b"/dev/null", b"--chdir", b"/tmp", b"-t",
+                          b"1", b"--wrap", b"true"], check=True, capture_output=True).stdout
+    job_id = int(out.strip().split(b";")[0])
+    acct.wait_final([job_id], timeout=120)
+    [run] = acct.sacct_runs([job_id])
+    # The byte as \xff where Slurm keeps it (22.05); 25.11's slurmctld already stores it as '?'.
+    assert run["job_name"] in (name[:-1].decode() + "\\xff", name[:-1].decode() + "?")
+    [hook] = acct.hook_rows([run])
+    assert hook["job_name"] == run["job_name"]
+    store = tmp_path / "store.db"
+    res = reconcile(store, min(run["submit_time"], victim["submit_time"]))
+    assert {c["job_id"] for c in res["changes"] if c["action"] == "insert"} >= {job_id, other}
+    names = dict(sqlite3.connect(store).execute("SELECT job_id, job_name FROM jobs").fetchall())
+    assert names[job_id] == run["job_name"] and 999999 not in names
+    imported = tmp_path / "imported.db"
+    acct.sk("admin", "import-sacct", "--since", str(run["submit_time"] - 60), "--store", str(imported), "-q")
+    names = dict(sqlite3.connect(imported).execute("SELECT job_id, job_name FROM jobs").fetchall())
+    assert names[job_id] == run["job_name"] and 999999 not in names
+    rep = acct.sk("report", "usage", "--from-sacct", "--since", str(run["submit_time"] - 60), "--by", "user")
+    assert "\x1b" not in rep.stdout and "\x07" not in rep.stdout
