@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from slurmkit import record
 from slurmkit.accounting import admin_comment, gpusummary, hooks, sampler, transport
 from slurmkit.accounting.metrics import SourceUnavailable
 from slurmkit.accounting.metrics.simulated import SimulatedSource, gpu_seed, profile_of, read_trace
@@ -86,6 +87,28 @@ def test_gpu_list_forms():
     assert sampler.parse_gpu_list("") == []
     with pytest.raises(ValueError, match="SLURM_JOB_GPUS"):
         sampler.parse_gpu_list("/dev/nvidia0")
+
+
+def test_a_gpu_range_past_the_record_bound_is_refused_before_it_is_expanded():
+    assert sampler.parse_gpu_list(f"0,{record.MAX_GPUS - 1}") == [0, record.MAX_GPUS - 1]
+    for bad in ("0-99999999", f"{record.MAX_GPUS}", "5-2", "1,99999999999999999999"):
+        with pytest.raises(ValueError, match=r"SLURM_JOB_GPUS=.*within 0-4095"):
+            sampler.parse_gpu_list(bad)
+
+
+@pytest.mark.parametrize("var, value", [("SLURMD_NODENAME", ".."), ("SLURMD_NODENAME", "."),
+                                        ("SLURMD_NODENAME", "a/b"), ("SLURMD_NODENAME", "-x"),
+                                        ("SLURMD_NODENAME", "gpu\n01"), ("SLURMD_NODENAME", "x" * 129),
+                                        ("SLURM_CLUSTER_NAME", ".."), ("SLURM_CLUSTER_NAME", "../../etc"),
+                                        ("SLURM_CLUSTER_NAME", "c\x00")])
+def test_hooks_refuse_node_and_cluster_names_that_are_not_names_and_touch_nothing(tmp_path, var, value):
+    """The hooks run as root and make paths of these: a name that could leave SK_STATE_DIR starts no sampler,
+    writes nothing, and says why (exit 0: a hook failure would drain the node)."""
+    env = _env(tmp_path, **{var: value})
+    with pytest.raises(ValueError, match=var):
+        sampler.JobRun.from_env(env)
+    assert hooks.prolog(env) == 0 and hooks.epilog(env) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_job_run_needs_slurm_variables():

@@ -26,6 +26,8 @@ import os
 import sys
 import time
 
+from slurmkit.record import MAX_GPUS
+
 # The prolog path imports neither pathlib nor dataclasses (~20 ms of every job start); paths are str.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -80,14 +82,27 @@ class NodeConfig:
 
 
 def parse_gpu_list(text: str | None) -> list[int]:
-    """SLURM_JOB_GPUS ("0,1,4" or "0-3,6") -> sorted indices. Raises ValueError on anything else."""
+    """SLURM_JOB_GPUS ("0,1,4" or "0-3,6") -> sorted indices. Raises ValueError on anything else, and on an index
+    past the record contract's bound (record.MAX_GPUS): "0-99999999" is refused before it is expanded."""
     out: set[int] = set()
     for part in filter(None, (p.strip() for p in (text or "").split(","))):
         lo, sep, hi = part.partition("-")
         if not lo.isdigit() or (sep and not hi.isdigit()):
-            raise ValueError(f"SLURM_JOB_GPUS={text!r}: {part!r} is not a GPU index")
-        out.update(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+            raise ValueError(f"SLURM_JOB_GPUS={text[:80]!r}: {part[:40]!r} is not a GPU index")
+        top = int(hi) if sep else int(lo)
+        if top >= MAX_GPUS or int(lo) > top:
+            raise ValueError(f"SLURM_JOB_GPUS={text[:80]!r}: {part[:40]!r} is not a GPU index range within "
+                             f"0-{MAX_GPUS - 1}")
+        out.update(range(int(lo), top + 1))
     return sorted(out)
+
+
+def is_name(text: str) -> bool:
+    """A node or cluster name as it may become one path component: letters, digits, '-', '_', '.', starting with
+    a letter or digit (so never '.', '..' or a path), at most 128 characters. String methods: no `re` on the
+    hook path."""
+    return 0 < len(text) <= 128 and text[0].isascii() and text[0].isalnum() and all(
+        c.isascii() and (c.isalnum() or c in "-_.") for c in text)
 
 
 class JobRun:
@@ -109,11 +124,16 @@ class JobRun:
         job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or ""
         if not job.isdigit():
             raise ValueError(f"SLURM_JOB_ID={job!r} is not a job id; not run by Slurm?")
+        # Both become path components under SK_STATE_DIR, in a hook that runs as root: a name or nothing.
         node = env.get("SLURMD_NODENAME") or ""
-        if not node or "/" in node:
-            raise ValueError(f"SLURMD_NODENAME={node!r} is not a node name")
+        if not is_name(node):
+            raise ValueError(f"SLURMD_NODENAME={node[:80]!r} is not a node name (letters, digits, '-', '_', '.')")
+        cluster = env.get("SLURM_CLUSTER_NAME") or ""
+        if cluster and not is_name(cluster):
+            raise ValueError(f"SLURM_CLUSTER_NAME={cluster[:80]!r} is not a cluster name (letters, digits, '-', "
+                             "'_', '.')")
         restarts = env.get("SLURM_JOB_RESTART_COUNT") or env.get("SLURM_RESTART_COUNT") or "0"
-        return cls(cluster=env.get("SLURM_CLUSTER_NAME") or "", job_id=int(job),
+        return cls(cluster=cluster, job_id=int(job),
                    run=int(restarts) if restarts.isdigit() else 0, node=node,
                    gpus=parse_gpu_list(env.get("SLURM_JOB_GPUS")), labels=job_labels(env))
 
