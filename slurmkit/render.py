@@ -159,8 +159,10 @@ def _sbatch_lines(plan: Plan) -> list[Shell]:
 
 def _command_words(plan: Plan, params: set[str]) -> list[Shell]:
     argv = plan.spec.argv
-    if plan.launcher.prepends_python and argv[0].endswith(".py"):
-        argv = ["python", *argv]  # the agent runs with its no-python option so that every rank passes the bind step
+    if argv[0].endswith(".py"):
+        # One rule for every launcher: torchrun and accelerate run their ranks with their no-python option (so
+        # that every rank passes the bind step), and `train.py` alone would fail on the node under srun or mpi.
+        argv = ["python", *argv]
     words = [word_with_params(a, params, "command") for a in argv]
     c = plan.spec.container
     if c and plan.container_runtime == "apptainer":

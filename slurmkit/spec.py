@@ -181,7 +181,9 @@ class JobSpec(JobSpecMixin, Strict):
 
     name: str = Field(description="job name (sbatch --job-name)")
     command: str | list[str] = Field(description="program and arguments; a string is split like a shell "
-                                                 "would, but never run through one ({param} = sweep value)")
+                                                 "would, but never run through one ({param} = sweep value); a "
+                                                 "first word ending in .py runs with python, whatever the "
+                                                 "launcher")
     partition: str | None = Field(None, description="default: the site's default_partition")
     account: str | None = None
     qos: str | None = Field(None, description="default: the partition's default_qos")

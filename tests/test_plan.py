@@ -58,6 +58,18 @@ def test_accelerate_step_passes_accelerates_own_options_with_the_total_process_c
     assert "lrank=$LOCAL_RANK  # set by accelerate" in script and "export WORLD_SIZE=16" in script
 
 
+@pytest.mark.parametrize("launcher", ["srun", "mpi", "none", "torchrun", "accelerate"])
+def test_a_py_command_runs_under_python_with_every_launcher(launcher):
+    """One rule: a command whose first word ends in .py is run as `python <it>` under every launcher (under srun
+    or mpi `train.py` alone would fail on the node; torchrun/accelerate run it with their no-python option)."""
+    from slurmkit.render import render
+    script = render(plan_for(f"name: t\nlauncher: {launcher}\ncommand: [train.py, --lr, '1']\n"))
+    assert "python train.py --lr 1" in script
+    assert " train.py" not in script.replace("python train.py", "")
+    other = render(plan_for(f"name: t\nlauncher: {launcher}\ncommand: [./run.sh, x.py]\n"))
+    assert "python" not in other.split("./run.sh")[1].split("\n")[0]
+
+
 @pytest.mark.parametrize(("signal", "wrapped"), [("USR1", True), ("USR2", True), ("TERM", False)])
 def test_torchrun_agent_ignores_a_user_preempt_signal_but_keeps_its_own_term_handler(signal, wrapped):
     # srun signals every process of the step; torchrun handles TERM itself but dies of USR1/USR2 (default action).

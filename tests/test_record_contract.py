@@ -298,7 +298,7 @@ def test_a_transaction_commits_once_or_leaves_nothing(any_store):
 
 def test_a_job_name_that_is_not_utf8_is_stored_with_its_bytes_recoverable_and_stops_nothing(tmp_path):
     """Slurm lets a job name hold any byte. The hook's environment keeps one that is not UTF-8 as a lone surrogate
-    (surrogateescape); ingest stores it as \\xNN and goes on with the next record."""
+    (surrogateescape); the hook writes it as \\xNN, so ingest stores it and goes on with the next record."""
     env = {"CLUSTER": "dev", "JOBID": "41", "JOBSTATE": "COMPLETED", "SUBMIT": str(T0), "START": str(T0),
            "END": str(T0 + 60), "NODES": "gpu01", "NODECNT": "1", "PROCS": "1", "USERNAME": "alice", "UID": "1001",
            "JOBNAME": b"bad\xff\xfename\x1b]0;t\x07".decode("utf-8", "surrogateescape")}

@@ -371,8 +371,28 @@ def _rec(node: str, run: int = 0, util: float = 42.0) -> dict:
 def test_admin_comment_round_trip():
     rec = _rec("gpu01")
     text = admin_comment.encode(rec)
-    assert text.startswith("SK1:") and " " not in text and "," not in text
+    assert text.startswith("sk2:") and " " not in text and "," not in text
     assert admin_comment.parse_admin_comment(text) == [rec]
+
+
+def test_admin_comment_segment_survives_a_sacctmgr_that_changes_case():
+    """Slurm 22.05's sacctmgr lower-cases AdminComment; any case of the written segment reads back the same."""
+    rec = _rec("gpu01")
+    text = admin_comment.encode(rec)
+    assert text == text.lower()
+    assert admin_comment.parse_admin_comment(text.upper()) == [rec]
+
+
+def test_admin_comment_first_format_is_still_read():
+    import base64
+    import gzip
+    import json
+
+    rec = _rec("gpu02")
+    legacy = "SK1:" + base64.b64encode(gzip.compress(json.dumps(rec).encode())).decode()
+    assert admin_comment.parse_admin_comment("JS1:x," + legacy) == [rec]
+    again = admin_comment.merge(legacy, rec)  # a re-run epilog replaces the old segment with the new format
+    assert admin_comment.parse_admin_comment(again) == [rec] and "SK1:" not in again
 
 
 def test_admin_comment_merge_keeps_foreign_text_and_replaces_own_node():
@@ -387,3 +407,5 @@ def test_admin_comment_merge_keeps_foreign_text_and_replaces_own_node():
 def test_admin_comment_bad_segment_is_named():
     with pytest.raises(ValueError, match="AdminComment segment SK1:bm90IGd6aXA="):
         admin_comment.parse_admin_comment("SK1:bm90IGd6aXA=")  # base64 of "not gzip"
+    with pytest.raises(ValueError, match="AdminComment segment sk2:nzxxiidhpj"):
+        admin_comment.parse_admin_comment("sk2:nzxxiidhpjuxa===")  # base32 of "not gzip"

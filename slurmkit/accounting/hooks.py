@@ -106,7 +106,7 @@ def jobcomp_record(env: dict[str, str], show: dict[str, str] | None) -> dict:
         rec["elapsed_s"] = max(0, rec["end_time"] - rec["start_time"])
     rec["flags"] = ",".join(flags) or None
     rec["source"] = "jobcomp"
-    return rec
+    return record.storable(rec)  # a job name with bytes that are not UTF-8 is written as \xNN, not refused
 
 
 def jobcomp(env: dict[str, str]) -> int:

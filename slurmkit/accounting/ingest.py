@@ -95,9 +95,7 @@ def _load(dfd: int, name: str) -> tuple[dict | None, str | None]:
         return None, str(exc)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError; RecursionError: [[[[...
         return None, f"not valid JSON: {type(exc).__name__}: {str(exc)[:200]}"
-    if isinstance(rec, dict):
-        rec = record.storable(rec)
-    return rec, record.validate(rec)
+    return rec, record.validate(rec)  # writers made it storable (record.storable); anything else is refused
 
 
 def _store(store: Store, dfd: int, good: list[tuple[str, list[tuple], list[tuple]]]) -> None:

@@ -231,10 +231,21 @@ def _job_info(job: Any) -> JobInfo:
     secs = int(job.run_time or 0)
     h, rem = divmod(secs, 3600)
     elapsed = f"{h:02d}:{rem // 60:02d}:{rem % 60:02d}"
-    return JobInfo(jid, job.name or "", job.user_name or "", job.state or "", job.state_reason or "",
+    return JobInfo(jid, _text(job, "name") or "", job.user_name or "", job.state or "", job.state_reason or "",
                    f"{job.exit_code or 0}:{job.exit_code_signal or 0}", job.partition or "",
-                   job.allocated_nodes or "", elapsed, job.standard_output or None, job.standard_error or None,
-                   job.comment or None, array_job_id=array_job_id, array_task=task)
+                   job.allocated_nodes or "", elapsed, _text(job, "standard_output") or None,
+                   _text(job, "standard_error") or None, _text(job, "comment") or None,
+                   array_job_id=array_job_id, array_task=task)
+
+
+def _text(job: Any, attr: str) -> str | None:
+    """A user-chosen text of the job. Slurm lets it hold bytes that are not UTF-8 and pyslurm's getter then
+    raises UnicodeDecodeError (utils/cstr.pyx to_unicode), which would stop the listing of every job for one
+    user's job name; pyslurm gives no raw bytes, so the text is read as U+FFFD (sacct keeps the bytes)."""
+    try:
+        return getattr(job, attr)
+    except UnicodeDecodeError:
+        return "\ufffd"
 
 
 class PyslurmBackend(Backend):

@@ -69,7 +69,7 @@ def nccl_settings(nt: NodeType) -> list[NcclSetting]:
 
 
 def _launcher_plan(site: Site, partition: str, launcher: Launcher, nt: NodeType) -> LauncherPlan:
-    command = ["train.py"] if launcher.prepends_python else ["./app"]
+    command = ["train.py"]
     spec = JobSpec(name=f"{launcher.name}-example", launcher=launcher.name, nodes=1, command=command,
                    partition=partition, gpus_per_node=nt.gpu.count)
     try:

@@ -26,7 +26,6 @@ class Accelerate(Launcher):
     task_per = "node"
     local_rank_var = "LOCAL_RANK"
     agent_signals = TORCHELASTIC_SIGNALS
-    prepends_python = True
     refused_commands = frozenset({"accelerate", "torchrun", "python", "python3", "srun"})
     refused_message = ("with launcher accelerate, command is what `accelerate launch` runs (e.g. train.py --lr 1), "
                        "not {program!r}")

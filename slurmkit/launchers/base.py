@@ -43,9 +43,6 @@ class Launcher:
     #: Signals the per-node agent handles itself; None when Slurm starts the ranks (no agent). A preempt signal
     #: outside this set would kill the agent, so the agent starts with it ignored (see `agent_ignores`).
     agent_signals: ClassVar[frozenset[str] | None] = None
-    #: The agent runs the command with its no-python option (so that every rank passes the bind step), so a
-    #: command `train.py` becomes `python train.py`.
-    prepends_python: ClassVar[bool] = False
     #: Each rank's UCX uses its GPU's nearest HCA (UCX_NET_DEVICES, set by the bind step).
     ucx_per_rank: ClassVar[bool] = False
     #: Programs the command must not start with (a second launcher inside this one), and why.

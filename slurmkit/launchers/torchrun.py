@@ -18,7 +18,6 @@ class Torchrun(Launcher):
     task_per = "node"
     local_rank_var = "LOCAL_RANK"
     agent_signals = TORCHELASTIC_SIGNALS
-    prepends_python = True
     refused_commands = frozenset({"torchrun", "accelerate", "python", "python3", "srun"})
     refused_message = ("with launcher torchrun, command is what torchrun runs (e.g. train.py --lr 1), not "
                        "{program!r}")

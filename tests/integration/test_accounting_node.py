@@ -8,6 +8,7 @@ devcluster's own (site_config/devcluster.yaml accounting), shared with other tes
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -190,6 +191,37 @@ def test_admin_comment_transport_survives_concurrent_node_epilogs(devcluster, tm
         assert store_gpus.upsert(store, recs) == 3
         flags = {r[0] for r in store.execute("SELECT flags FROM job_gpus WHERE job_id = ?", (job,)).fetchall()}
     assert flags == {"no-sampler"}
+
+
+def test_admin_comment_of_another_tool_is_never_lower_cased(devcluster, tmp_path):
+    """Another tool's AdminComment text (jobstats' base64) is case-sensitive. Where sacctmgr keeps case (23.02
+    and later) the epilog adds its segment beside it; where it lower-cases (22.05), the epilog leaves the
+    comment alone and the segment goes to the spool, flagged: neither tool loses anything."""
+    res = subprocess.run(["sbatch", "--parsable", "--hold", "-J", _name(), "-t", "1", "--gpus=1", "-o", "/dev/null",
+                          "--wrap", "true"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    job = int(res.stdout.strip())
+    theirs = "JS1:H4sIAbCdEf+/=="
+    subprocess.run(["scontrol", "update", f"job={job}", f"AdminComment={theirs}"], timeout=30, check=True)
+    subprocess.run(["scancel", str(job)], timeout=30, check=True)
+    assert wait(job) == "CANCELLED"
+    deadline = time.monotonic() + 30
+    while _admin_comment(job) != theirs:  # slurmdbd stores it asynchronously
+        assert time.monotonic() < deadline, _admin_comment(job)
+        time.sleep(0.5)
+    env = {**os.environ, "SK_TRANSPORT": "admin_comment", "SK_STATE_DIR": str(tmp_path / "state"),
+           "SK_SPOOL": str(tmp_path / "spool"), "SLURM_JOB_ID": str(job), "SLURM_CLUSTER_NAME": "devcluster",
+           "SLURMD_NODENAME": "gpu01", "SLURM_JOB_GPUS": "4"}
+    subprocess.run([SK, "hook", "epilog"], env=env, check=True, timeout=90)
+    text = _admin_comment(job)
+    assert text.split(",")[0] == theirs
+    spooled = list((tmp_path / "spool").glob("*.json")) if (tmp_path / "spool").exists() else []
+    if admin_comment.lowercases():
+        assert text == theirs and len(spooled) == 1
+        rec = json.loads(spooled[0].read_text())
+        assert rec["job_id"] == job and "admin-comment-failed" in rec["flags"]
+    else:
+        assert [r["node"] for r in admin_comment.parse_admin_comment(text)] == ["gpu01"] and not spooled
 
 
 def test_admin_comment_of_an_array_task_reaches_that_task_alone(devcluster, tmp_path):

@@ -224,3 +224,28 @@ def test_logs_follow_of_a_pending_job_says_so_and_follows_once_it_starts(workdir
         subprocess.run(["scancel", job], check=False)
     assert f"job {job} is pending (JobHeldUser); waiting for it to start" in stderr
     assert stdout == "started-ok\n" and follower.returncode == 0
+
+
+LIST = """import json, sys
+from slurmkit import inputs
+from slurmkit.backends import get_backend
+from slurmkit.backends.base import JobQuery
+be = get_backend(sys.argv[1], inputs.load_site(sys.argv[2]))
+print(json.dumps([(j.job_id, j.name) for j in be.jobs(JobQuery(user="*", finished=False))], ensure_ascii=True))
+"""
+
+
+def test_a_job_name_that_is_not_utf8_stops_no_listing(backend):
+    """Slurm lets a job name hold any byte; one user's such job must not break every other user's `sk status`
+    (pyslurm's getter raised UnicodeDecodeError out of Jobs.load() for the whole listing)."""
+    res = subprocess.run([b"sbatch", b"--parsable", b"--hold", b"-J", b"ct-bad\xffname", b"-t", b"1", b"-o",
+                          b"/dev/null", b"--wrap", b"true"], capture_output=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    job = res.stdout.decode().strip().split(";")[0]
+    try:
+        run = subprocess.run([PY, "-c", LIST, backend, DEVSITE], capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        names = dict(json.loads(run.stdout))
+        assert job in names and names[job].startswith("ct-bad") and names[job].endswith("name")
+    finally:
+        subprocess.run(["scancel", job], check=False)

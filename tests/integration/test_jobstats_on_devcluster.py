@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from slurmkit.accounting import admin_comment
 from slurmkit.slurm import scontrol
 from slurmkit.store.db import open_store
 from tests.integration.jobs import DEVSITE, MIN_PATH, SK, wait
@@ -100,9 +101,9 @@ def jobs(tmp_path_factory):
         assert wait(job_id, timeout=180) == "COMPLETED"
     deadline = time.monotonic() + 60
     for job_id in out.values():  # slurmdbd stores the comment asynchronously
-        while "SK1:" not in subprocess.run(["sacct", "-n", "-X", "-P", "-j", str(job_id), "-o", "AdminComment"],
-                                           capture_output=True, text=True).stdout:
-            assert time.monotonic() < deadline, f"job {job_id}: no SK1 segment in its AdminComment"
+        while admin_comment.PREFIX not in subprocess.run(["sacct", "-n", "-X", "-P", "-j", str(job_id), "-o",
+                                                          "AdminComment"], capture_output=True, text=True).stdout:
+            assert time.monotonic() < deadline, f"job {job_id}: no slurmkit segment in its AdminComment"
             time.sleep(1)
     yield base, out, hand
     shutil.rmtree(base, ignore_errors=True)
