@@ -32,6 +32,7 @@ from prometheus_client.registry import Collector
 
 from slurmkit.accounting import sampler
 from slurmkit.record import IDLE_UTIL_PCT
+from slurmkit.store.jobs import last_ingest
 
 PREFIX = "slurmkit"
 # `jobid`, not `job`: Prometheus gives every series its scrape job's name as `job` and would rename ours.
@@ -258,11 +259,6 @@ def store_families(store_url: str, site_path: str | None, now: int, idle_window_
             fam.add_metric([], float(last))
             out.append(fam)
     return out
-
-
-def last_ingest(store: Any) -> int | None:
-    row = store.execute("SELECT MAX(ingested_at) FROM jobs").fetchone()
-    return int(row[0]) if row and row[0] is not None else None
 
 
 def spool_backlog(spool_dir: str) -> int:

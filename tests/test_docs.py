@@ -355,3 +355,18 @@ def test_checkpoint_handler_on_the_long_jobs_page_saves_on_the_signal_and_resume
     again = run_until_signalled("1")
     assert again.startswith(f"starting at step {saved} (restart 1)")  # resumed where it stopped
     assert json.loads((tmp_path / "checkpoint.json").read_text())["step"] > saved
+
+
+@pytest.mark.parametrize("site", SITES)
+def test_gpu_use_page_shows_what_sk_report_job_prints_and_what_users_of_this_site_can_see(guides, site):
+    from slurmkit.docs import gpu_use
+
+    ex = gpu_use.example(load_site(ROOT / "site_config" / f"{site}.yaml"))
+    page = parse(guides[site] / "site" / "gpu-use.html")
+    [shown] = [t for owner, t in page.blocks if owner.get("class", "") == "sk-gpu-use"]
+    assert shown.strip() == ex["text"].strip()
+    assert "verdict: 3 of 4 GPUs were idle" in shown and "advice: 3 of 4 GPUs were idle: request gpus: 1" in shown
+    md = (guides[site] / "docs" / "gpu-use.md").read_text()
+    reads_own = "you read your own jobs' GPU figures" in md
+    assert reads_own == (site == "devcluster")  # devcluster: spool+admin_comment; dgx-a100: spool
+    assert ("which users cannot read" in md) == (site != "devcluster")

@@ -258,3 +258,30 @@ def test_report_job_of_an_array_id_shows_every_task_and_the_total(tmp_path):
     assert "total: 3 runs (2 COMPLETED, 1 FAILED), 3.00 GPU-h, 1 of 3 measured GPUs idle" in out.stdout
     one = sk("report", "job", "200_1", "--db", str(db))
     assert one.returncode == 0 and "job 202 (array 200_1)" in one.stdout and "total:" not in one.stdout
+
+
+def test_columns_chooses_and_orders_the_figures_and_names_the_valid_ones(tmp_path):
+    db = tmp_path / "a.db"
+    scenario(db).close()
+    out = sk("report", "usage", *DAY, "--db", str(db), "--columns", "gpu_hours,jobs", "--no-freshness",
+             "--format", "csv")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == "user,gpu_hours,jobs"
+    text = sk("report", "usage", *DAY, "--db", str(db), "--columns", "jobs", "--no-freshness").stdout
+    assert "definitions:\n  jobs: " in text and "GPU-h alloc:" not in text
+    bad = sk("report", "efficiency", *DAY, "--db", str(db), "--columns", "jobs,waste")
+    assert bad.returncode == 2 and "unknown column 'waste' for the efficiency report" in bad.stderr
+    assert "waste_pct" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_every_store_report_says_when_it_was_last_ingested(tmp_path):
+    db = tmp_path / "a.db"
+    scenario(db).close()
+    data = json.loads(sk("report", "usage", *DAY, "--db", str(db), "--format", "json").stdout)
+    fresh = data["freshness"]
+    assert fresh["last_ingest"] is not None or any("last ingested: never" in n for n in data["notes"])
+    assert any(n.startswith("store last ingested: ") for n in data["notes"])
+    # compared with Slurm, or saying why not: never silent about what the store may lack
+    assert (fresh["slurm_gpu_jobs"] is None) == (fresh["why_not"] is not None)
+    assert not any(n.startswith("store last ingested") for n in json.loads(sk(
+        "report", "usage", *DAY, "--db", str(db), "--format", "json", "--no-freshness").stdout)["notes"])

@@ -38,6 +38,11 @@ def _common(fn):
         click.option("--format", "fmt", default="table", show_default=True,
                      type=click.Choice(["table", "csv", "json", "parquet", "markdown", "html"])),
         click.option("-o", "--output", metavar="FILE", help="Write to FILE (required for parquet and html)."),
+        click.option("--columns", metavar="LIST", help="The figure columns to show, comma-separated, in this order "
+                     "(the --by columns always come first); an unknown name lists those of the report."),
+        click.option("--freshness/--no-freshness", default=True, show_default=True,
+                     help="Say when the store was last ingested and count the finished GPU jobs of the window that "
+                          "Slurm accounting lists and the store lacks (one sacct call)."),
         click.option("--db", metavar="PATH|URL", help="SQLite path or postgresql:// URL (default: the site "
                      "config's accounting.store)."),
         click.option("--from-sacct", is_flag=True, help="Read Slurm accounting (sacct) instead of the store: "
@@ -83,7 +88,8 @@ def _open_sacct(window, db: str | None, site_path: str | None):
     return store, scope, admin_group
 
 
-def _run(kind: str, since, until, tz, by, fmt, output, db, from_sacct, site_path, **kw) -> None:
+def _run(kind: str, since, until, tz, by, fmt, output, db, from_sacct, site_path, columns=None, freshness=True,
+         **kw) -> None:
     from slurmkit.report.build import build
     from slurmkit.report.formats import write
     from slurmkit.report.query import parse_by
@@ -103,6 +109,16 @@ def _run(kind: str, since, until, tz, by, fmt, output, db, from_sacct, site_path
         store, scope, admin_group = _open(db, site_path)
     with store:
         rep = build(kind, store, window, keys, period, scope, admin_group=admin_group, source=source, **kw)
+        if columns:
+            rep.select_columns([c.strip() for c in columns.split(",") if c.strip()])
+        stale: list[str] = []
+        if freshness and source == "store":
+            from slurmkit.report import freshness as fresh
+
+            f = fresh.check(store, window, scope)
+            stale = fresh.notes(f, window)
+            rep.notes += stale
+            rep.extra["freshness"] = f.as_dict()
         html_builder = None
         if fmt == "html":
             from slurmkit.report.html import page
@@ -110,7 +126,7 @@ def _run(kind: str, since, until, tz, by, fmt, output, db, from_sacct, site_path
             def html_builder(r):
                 return page(r, store)
         if rep.empty and fmt in ("table", "markdown"):
-            click.echo(rep.empty_message())
+            click.echo("\n".join([rep.empty_message(), *stale]))  # an empty store most needs saying so
             return
         text = write(rep, fmt, output, html_builder=html_builder)
     if text is not None:

@@ -22,7 +22,7 @@ import yaml
 from slurmkit import __version__
 from slurmkit.config.source import load
 from slurmkit.docs import examples as ex_mod
-from slurmkit.docs import schema, topology, troubleshoot, why
+from slurmkit.docs import gpu_use, schema, topology, troubleshoot, why
 from slurmkit.docs.html import SHIM, SHIM_TARGET, build_html, external_assets
 from slurmkit.errors import InputError, Problem, SlurmkitError
 from slurmkit.launchers import all_launchers
@@ -133,6 +133,7 @@ def _nav(site: Site, examples: list[ex_mod.Example]) -> list[Any]:
         {"Why these settings": [item for name in site.node_types for item in (
             {f"{name}: binding": f"why/{name}-binding.md"}, {f"{name}: NCCL": f"why/{name}-nccl.md"})]},
         {"Long jobs: checkpoint and requeue": "long-jobs.md"},
+        {"Is my job using its GPUs?": "gpu-use.md"},
         {"Troubleshooting": "troubleshooting.md"},
         {"For admins": [{"Installing the hooks": "admin/hooks.md"}, {"Reports": "admin/reports.md"}]},
     ]
@@ -210,6 +211,7 @@ def build_guide(site_path: str | Path, out_dir: str | Path, html: bool = True,
     page("job-spec.md.j2", "job-spec.md",
          models=schema.model_docs(JobSpec, schema.spec_examples(files, JobSpec), title="Top-level keys"))
     page("long-jobs.md.j2", "long-jobs.md", **_long_jobs(site))
+    page("gpu-use.md.j2", "gpu-use.md", ex=gpu_use.example(site))
     page("commands.md.j2", "commands.md", helps=[(" ".join(p), command_help(p)) for p in USER_COMMANDS])
     for e in examples:
         if e.script is None:

@@ -55,6 +55,19 @@ class Report:
     def group_columns(self) -> list[str]:
         return [*self.keys, *(["period"] if self.period else [])]
 
+    def select_columns(self, chosen: list[str]) -> None:
+        """Show only `chosen` of the figure columns, in that order (sk report --columns)."""
+        unknown = [c for c in chosen if c not in self.columns]
+        if unknown or not chosen:
+            from slurmkit.errors import InputError, Problem
+
+            raise InputError(Problem(f"unknown column {unknown[0]!r} for the {self.kind} report" if unknown else
+                                     "--columns names no column", key="--columns",
+                                     hint=f"one or more of: {', '.join(self.columns)}"))
+        self.definitions = definitions(chosen) + [d for d in self.definitions
+                                                               if d not in definitions(self.columns)]
+        self.columns = list(dict.fromkeys(chosen))
+
     def empty_message(self) -> str:
         who = "" if self.scope.everyone else f" for user {self.scope.user}"
         return f"no GPU jobs{who} between {self.window.fmt(self.window.since)} and " \

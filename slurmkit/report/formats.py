@@ -119,6 +119,8 @@ def _footer(report: Report) -> dict[str, Any]:
     }
     if report.empty:
         out["message"] = report.empty_message()
+    if "freshness" in report.extra:
+        out["freshness"] = report.extra["freshness"]
     return out
 
 

@@ -1,7 +1,7 @@
 """`sk report job JOBID` for the job's owner, from Slurm accounting alone (after Princeton's jobstats).
 
 The admin store is readable only by the admin group, so an ordinary user's own job is read where Slurm keeps it:
-the node epilogs' GPU summaries in the job's AdminComment (SK1 segments, slurmkit/accounting/admin_comment.py,
+the node epilogs' GPU summaries in the job's AdminComment (sk2 segments, slurmkit/accounting/admin_comment.py,
 written by the ``admin_comment`` or ``spool+admin_comment`` transport) and seff's figures from sacct's
 allocation and step rows. Slurm decides what sacct returns (PrivateData); slurmkit asks only for the caller's own
 jobs (``-u <login>``) unless they are an admin, and drops any other user's row again, so without PrivateData=jobs

@@ -6,6 +6,8 @@ is the one place that turns a record into a row and knows how a row is upserted.
 
 from __future__ import annotations
 
+from typing import Any
+
 from slurmkit.record import JOB_COLUMNS, JOB_FIELDS, JOB_KEY
 
 # A hook record without a trustworthy allocation (scontrol failed, or answered about a later run) never replaces
@@ -36,3 +38,9 @@ def insert_new_sql() -> str:
     """INSERT of a row only where no row describes that run yet (reconcile's inserts)."""
     return (f"INSERT INTO jobs ({', '.join(JOB_COLUMNS)}) VALUES ({', '.join('?' for _ in JOB_COLUMNS)}) "
             f"ON CONFLICT ({', '.join(JOB_KEY)}) DO NOTHING")
+
+
+def last_ingest(store: Any) -> int | None:
+    """When a job run was last stored (ingest or reconcile), epoch seconds; None for an empty store."""
+    row = store.execute("SELECT MAX(ingested_at) FROM jobs").fetchone()
+    return int(row[0]) if row and row[0] is not None else None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import time
@@ -147,3 +148,24 @@ def test_nobody_sees_the_other_users_job(jobs):
         assert res.returncode == 1 and not res.stdout, res.stdout
         assert f"job {ids[other]} is not one of your ({user}) jobs" in res.stderr and "Traceback" not in res.stderr
         assert other not in res.stderr  # not even whose it is
+
+
+def test_the_guides_example_reads_like_what_alice_gets_for_her_own_job(jobs, tmp_path):
+    """The "Is my job using its GPUs?" page shows an example printed by the report code; alice's real
+    `sk report job` on the devcluster has the same lines in the same order (only the figures differ)."""
+    from slurmkit.docs import gpu_use
+    from slurmkit.site.model import load_site
+
+    base, ids, _ = jobs
+    guide = gpu_use.example(load_site(DEVSITE))["text"].splitlines()
+    real = _report("alice", base, ids["alice"])
+    assert real.returncode == 0, real.stderr
+    lines = real.stdout.splitlines()
+
+    def shape(text: list[str]) -> list[str]:
+        return [re.sub(r"[\d.]+", "N", line.split()[0])  # job, N (GPUs), verdict:, CPU, advice:, node, source:
+                for line in text if not re.match(r"\s+\S+\s+\d+\s+[\d.-]+\s", line)]  # GPU rows: one per GPU
+
+    assert shape(lines) == shape(guide)
+    header = next(line for line in guide if line.lstrip().startswith("node "))
+    assert header in lines and lines[-1] == guide[-1]  # the table's columns and the source note
