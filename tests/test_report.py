@@ -85,8 +85,8 @@ def test_last_month():
     assert (w.since, w.until) == (T0, T0 + 30 * 24 * H)  # November has 30 days
 
 
-def sk(*args):
-    return subprocess.run([str(Path(sys.executable).parent / "sk"), *args], capture_output=True, text=True)
+def sk(*args, env=None):
+    return subprocess.run([str(Path(sys.executable).parent / "sk"), *args], capture_output=True, text=True, env=env)
 
 
 def test_cli_json_and_empty(tmp_path):
@@ -268,7 +268,7 @@ def test_columns_chooses_and_orders_the_figures_and_names_the_valid_ones(tmp_pat
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0] == "user,gpu_hours,jobs"
     text = sk("report", "usage", *DAY, "--db", str(db), "--columns", "jobs", "--no-freshness").stdout
-    assert "definitions:\n  jobs: " in text and "GPU-h alloc:" not in text
+    assert "definitions:\n  jobs: " in text and "GPU-h:" not in text
     bad = sk("report", "efficiency", *DAY, "--db", str(db), "--columns", "jobs,waste")
     assert bad.returncode == 2 and "unknown column 'waste' for the efficiency report" in bad.stderr
     assert "waste_pct" in bad.stderr and "Traceback" not in bad.stderr
@@ -285,3 +285,55 @@ def test_every_store_report_says_when_it_was_last_ingested(tmp_path):
     assert (fresh["slurm_gpu_jobs"] is None) == (fresh["why_not"] is not None)
     assert not any(n.startswith("store last ingested") for n in json.loads(sk(
         "report", "usage", *DAY, "--db", str(db), "--format", "json", "--no-freshness").stdout)["notes"])
+
+
+def _table(text):
+    """The header line and the rows of a text report's table (between the dashes line and 'definitions:')."""
+    lines = text.splitlines()
+    dash = next(i for i, line in enumerate(lines) if line.startswith("----"))
+    end = next((i for i, line in enumerate(lines) if i > dash and (not line.strip() or line.endswith(":"))),
+               len(lines))
+    return lines[dash - 1], lines[dash + 1:end]
+
+
+@pytest.mark.parametrize("kind", ["usage", "efficiency", "top", "idle"])
+def test_tables_fit_the_terminal_and_name_what_they_left_out(tmp_path, kind):
+    import os
+
+    db = tmp_path / "a.db"
+    s = scenario(db)
+    add_job(s, 9, user="carol", account="a-very-long-account-name-of-a-research-group", gpus=2, start=T0 + H,
+            end=T0 + 3 * H)
+    add_gpus(s, 9, [60, 60], idle=[0.2, 0.2], source="nvml")
+    s.close()
+    args = ("report", kind, *DAY, "--db", str(db), "--by", "account,user", "--no-freshness")
+    for width in (100, 80):
+        env = {**os.environ, "COLUMNS": str(width)}
+        text = sk(*args, env=env).stdout
+        assert max(len(line) for line in text.splitlines()) <= width, text
+        header, rows = _table(text)
+        # this table is wider than either: one note says what was left out and shortened, and it is so
+        note = [n for n in text.replace("\n  ", " ").splitlines() if n.startswith(f"to fit {width} columns: ")]
+        assert len(note) == 1, text
+        labels = note[0].split("left out ", 1)[1].split(";")[0].split(" (--columns")[0].split(", ")
+        assert labels and not any(f"  {label}  " in f"  {header}  " for label in labels)
+        if width == 80:
+            assert "account names shortened to" in note[0]
+            names = [r.split()[0] for r in rows]
+            assert any(n.startswith("a-ver") and "~" in n and n.endswith("group") for n in names), rows
+    # rows from different metric sources keep their source column, however narrow the terminal
+    if kind in ("usage", "efficiency"):
+        header, rows = _table(sk(*args, env={**os.environ, "COLUMNS": "80"}).stdout)
+        assert "source" in header.split() and {"simulated", "nvml"} <= {r.split()[-1] for r in rows}
+    # --columns shows exactly what was asked, whatever the width; csv always has every column
+    full = sk(*args, "--columns", "jobs,gpu_hours,share_pct,gpu_hours_used,gpu_hours_wasted,mean_util_pct",
+              env={**os.environ, "COLUMNS": "60"})
+    if kind in ("efficiency", "idle"):
+        assert full.returncode == 2 and "share_pct" in full.stderr  # not one of their figures: exit 2, the valid
+        assert "Traceback" not in full.stderr                       # ones named
+    else:
+        assert _table(full.stdout)[0].split() == ["account", "user", "jobs", "GPU-h", "share", "%", "used",
+                                                   "GPU-h", "wasted", "GPU-h", "util", "%"]
+        assert "left out" not in full.stdout
+    csv = sk(*args, "--format", "csv", env={**os.environ, "COLUMNS": "60"}).stdout.splitlines()[0].split(",")
+    assert "gpu_hours_unmeasured" in csv or kind != "usage"

@@ -149,3 +149,15 @@ def test_cli_backend_reads_a_job_name_with_a_non_utf8_byte():
 
     proc = CliBackend()._run(["printf", "1|a\\377b|alice"])
     assert proc.returncode == 0 and proc.stdout == "1|a\\xffb|alice"
+
+
+def test_cancel_says_cancelled_only_for_a_job_it_could_stop():
+    from slurmkit.backends.base import cancel_each
+
+    jobs = {"1": [JobInfo("1", "a", "alice", "RUNNING")], "2": [JobInfo("2", "b", "alice", "COMPLETING")],
+            "3": [JobInfo("3", "c", "alice", "CANCELLED")]}
+    sent: list[str] = []
+    out = cancel_each(["1", "2", "3", "4"], lambda j: jobs.get(j, []), lambda j: sent.append(j))
+    assert [(r.job_id, r.outcome) for r in out] == [("1", "cancelled"), ("2", "already-ended"),
+                                                    ("3", "already-ended"), ("4", "not-found")]
+    assert sent == ["1"] and "COMPLETING" in out[1].message

@@ -106,7 +106,9 @@ def cancel_each(ids: Sequence[str], known: Callable[[str], list[JobInfo]],
         if not records:
             results.append(CancelResult(job_id, "not-found", "Slurm knows no such job"))
             continue
-        if all(j.terminal for j in records):
+        # COMPLETING: its processes are gone and its epilogs run; a cancel changes nothing (slurmrestd 22.05
+        # answers 200 to it all the same), so saying "cancelled" would be untrue.
+        if all(j.terminal or j.state == "COMPLETING" for j in records):
             states = ", ".join(sorted({j.state for j in records}))
             results.append(CancelResult(job_id, "already-ended", f"it had already ended ({states})"))
             continue

@@ -241,11 +241,24 @@ def _job_info(job: Any) -> JobInfo:
 def _text(job: Any, attr: str) -> str | None:
     """A user-chosen text of the job. Slurm lets it hold bytes that are not UTF-8 and pyslurm's getter then
     raises UnicodeDecodeError (utils/cstr.pyx to_unicode), which would stop the listing of every job for one
-    user's job name; pyslurm gives no raw bytes, so the text is read as U+FFFD (sacct keeps the bytes)."""
+    user's job name; the error holds the bytes, so the text is theirs with U+FFFD for each byte that is not."""
     try:
         return getattr(job, attr)
-    except UnicodeDecodeError:
-        return "\ufffd"
+    except UnicodeDecodeError as exc:
+        return bytes(exc.object).decode("utf-8", errors="replace")
+
+
+def _load_one(ps: Any, job_id: int) -> Any:
+    """pyslurm's Job.load(id), or None where the controller does not hold it any more.
+
+    Job.load also loads the job's steps and indexes slurmctld's answer by this id (JobSteps._load_single:
+    data[job.id]); for an array task slurmctld may answer with the steps of the array's other tasks only, and
+    pyslurm 25.11 then raises KeyError (seen on the devcluster while an array ran). No step is read here, so the
+    record comes from Jobs.load, which loads none."""
+    try:
+        return ps.Job.load(job_id)
+    except KeyError:
+        return next((j for j in ps.Jobs.load().values() if j.id == job_id), None)
 
 
 class PyslurmBackend(Backend):
@@ -304,7 +317,9 @@ class PyslurmBackend(Backend):
         ps = self.pyslurm
         base, _, task = job_id.partition("_")
         try:
-            job = ps.Job.load(int(base))
+            job = _load_one(ps, int(base))
+            if job is None:
+                return []
             if not job.array_id and not task:
                 return [_job_info(job)]
             array = job.array_id or int(base)

@@ -46,6 +46,7 @@ class Report:
     definitions: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     source: str = "store"  # "store" (the hook's accounting store) | "sacct" (Slurm accounting, allocation only)
+    columns_chosen: bool = False  # --columns: show exactly these, even wider than the terminal
 
     @property
     def empty(self) -> bool:
@@ -67,6 +68,7 @@ class Report:
         self.definitions = definitions(chosen) + [d for d in self.definitions
                                                                if d not in definitions(self.columns)]
         self.columns = list(dict.fromkeys(chosen))
+        self.columns_chosen = True
 
     def empty_message(self) -> str:
         who = "" if self.scope.everyone else f" for user {self.scope.user}"

@@ -21,29 +21,29 @@ FIGURES: tuple[Figure, ...] = (
     Figure("jobs", "jobs", "", "GPU job runs (a requeued job's runs count separately, each with its own time; an "
            "array task or a multi-node job counts once per allocation). With a period, a job counts in the period "
            "it started in (jobs started before the window: in the first period)."),
-    Figure("gpu_hours", "GPU-h alloc", "GPU-h", "GPUs allocated x hours of the job inside the window "
+    Figure("gpu_hours", "GPU-h", "GPU-h", "allocated GPU-hours: GPUs allocated x hours of the job inside the window "
            "(a job running across --since/--until counts only its part inside)."),
     Figure("share_pct", "share %", "%", "this row's allocated GPU-hours / all rows' allocated GPU-hours x 100."),
-    Figure("gpu_hours_measured", "GPU-h measured", "GPU-h", "allocated GPU-hours of the GPUs that have "
+    Figure("gpu_hours_measured", "meas GPU-h", "GPU-h", "allocated GPU-hours of the GPUs that have "
            "utilization metrics."),
-    Figure("gpu_hours_used", "GPU-h used", "GPU-h", "sum over measured GPUs of util_mean/100 x hours "
+    Figure("gpu_hours_used", "used GPU-h", "GPU-h", "sum over measured GPUs of util_mean/100 x hours "
            "(utilization-weighted)."),
-    Figure("mean_util_pct", "mean util %", "%", "GPU-h used / GPU-h measured x 100; empty when nothing was "
+    Figure("mean_util_pct", "util %", "%", "used GPU-h / meas GPU-h x 100; empty when nothing was "
            "measured (never shown as 0 %)."),
-    Figure("gpu_hours_wasted", "GPU-h wasted", "GPU-h", "sum over measured GPUs of idle_fraction x hours: the "
+    Figure("gpu_hours_wasted", "wasted GPU-h", "GPU-h", "sum over measured GPUs of idle_fraction x hours: the "
            "GPU-hours during which the sampler saw the GPU idle (below its idle threshold)."),
-    Figure("waste_pct", "waste %", "%", "GPU-h wasted / GPU-h measured x 100."),
-    Figure("idle_gpus_in_multi", "idle GPUs in multi-GPU jobs", "", f"GPUs with mean utilization below "
+    Figure("waste_pct", "waste %", "%", "wasted GPU-h / meas GPU-h x 100."),
+    Figure("idle_gpus_in_multi", "idle GPUs", "", f"GPUs with mean utilization below "
            f"{IDLE_UTIL_PCT:g} % in a multi-GPU job in which at least one other GPU was above it."),
-    Figure("idle_gpu_hours_in_multi", "idle GPU-h in multi-GPU jobs", "GPU-h", "the hours of those GPUs."),
-    Figure("jobs_no_metrics", "jobs w/o metrics", "", "GPU jobs with no per-GPU metrics at all: counted here, "
+    Figure("idle_gpu_hours_in_multi", "idle GPU-h", "GPU-h", "the allocated hours of those idle GPUs."),
+    Figure("jobs_no_metrics", "no-metric jobs", "", "GPU jobs with no per-GPU metrics at all: counted here, "
            "left out of utilization and waste, never counted as 0 %."),
-    Figure("gpu_hours_unmeasured", "GPU-h unmeasured", "GPU-h", "allocated GPU-hours without metrics "
-           "(GPU-h alloc - GPU-h measured)."),
-    Figure("mean_wait_h", "mean wait h", "h", "mean queue wait (start - submit) of the counted jobs, hours."),
+    Figure("gpu_hours_unmeasured", "unmeas GPU-h", "GPU-h", "allocated GPU-hours without metrics "
+           "(GPU-h - meas GPU-h)."),
+    Figure("mean_wait_h", "wait h", "h", "mean queue wait (start - submit) of the counted jobs, hours."),
     Figure("max_wait_h", "max wait h", "h", "longest queue wait, hours."),
     Figure("grade", "grade", "", "efficiency grade from mean utilization (thresholds below)."),
-    Figure("sources", "metric source", "", "where the per-GPU numbers came from: "
+    Figure("sources", "source", "", "where the per-GPU numbers came from: "
            + "; ".join(f"{s.name} ({s.doc})" for s in METRIC_SOURCES) + "."),
 )
 
@@ -58,6 +58,13 @@ COLUMNS = {
     "top": ["jobs", "gpu_hours", "share_pct", "gpu_hours_used", "mean_util_pct", "gpu_hours_wasted", "grade"],
     "allocation": ["jobs", "gpu_hours", "share_pct", "mean_wait_h", "max_wait_h"],
 }
+
+
+# Which figures a terminal table leaves out, first to last, until it fits the terminal (100 columns when it is not
+# one; $COLUMNS decides): the ones another column or the notes imply. The others are always shown; --columns
+# chooses exactly, and csv/json/parquet/html always carry every column.
+NARROW_DROPS = ("sources", "gpu_hours_unmeasured", "max_wait_h", "jobs_no_metrics", "share_pct", "gpu_hours_used",
+                "idle_gpu_hours_in_multi", "mean_wait_h", "waste_pct", "idle_gpus_in_multi")
 
 
 def definitions(columns: list[str]) -> list[str]:

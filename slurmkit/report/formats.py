@@ -6,22 +6,27 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from slurmkit.errors import InputError, Problem
 from slurmkit.quoting import for_terminal
-from slurmkit.report.build import Report, simulated
-from slurmkit.report.figures import BY_COLUMN
+from slurmkit.report.build import COUNTS, Report, simulated
+from slurmkit.report.figures import BY_COLUMN, NARROW_DROPS
 
 FORMATS = ("table", "csv", "json", "parquet", "markdown", "html")
 BINARY = ("parquet", "html")
+WHOLE = {*COUNTS, "idle_gpus_in_multi"}  # counts, printed without decimals
 
 
 def _cell(value: Any, column: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
+    if isinstance(value, float) and column in WHOLE and value.is_integer():
+        return str(int(value))  # a count summed as float (pandas) is still a count
     if isinstance(value, float):
         return f"{value:.1f}" if column.endswith("_pct") else f"{value:.2f}"
     return for_terminal(value)  # users' names reach an admin's terminal: no control characters
@@ -37,13 +42,65 @@ def _rows(report: Report) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def _widths(headers: list[str], rows: list[list[str]]) -> list[int]:
+    return [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+
+
+def terminal_width() -> int:
+    """The terminal's width, $COLUMNS, or 100 where there is neither (a pipe, a file, CI); never under 60."""
+    return max(60, shutil.get_terminal_size((100, 24)).columns)
+
+
+def fit(report: Report, headers: list[str], rows: list[list[str]], width: int) -> list[str]:
+    """Leave out figure columns (figures.NARROW_DROPS, in order) until the table is at most `width` wide, in
+    place; returns what it changed, in words. Not when --columns chose them, and never the metric source column
+    while rows differ in it (then no single note can say where the numbers came from)."""
+    cols = [*report.group_columns, *report.columns]
+    widths = _widths(headers, rows)
+    dropped: list[str] = []
+    shortened: list[str] = []
+    for col in NARROW_DROPS:
+        if report.columns_chosen or sum(widths) + 2 * (len(widths) - 1) <= width:
+            break
+        if col not in cols or col in report.group_columns:
+            continue
+        i = cols.index(col)
+        if col == "sources" and len({r[i] for r in rows[:-1] or rows}) > 1:
+            continue
+        dropped.append(headers[i])
+        for seq in (cols, headers, widths, *rows):
+            del seq[i]
+    # Still too wide: shorten the longest names of the --by columns in the middle (both ends stay, so two
+    # similar names stay apart), never below MIN_NAME; csv and json keep them whole.
+    while not report.columns_chosen and sum(widths) + 2 * (len(widths) - 1) > width:
+        keys = [i for i in range(len(report.group_columns)) if widths[i] > MIN_NAME]
+        if not keys:
+            break
+        i = max(keys, key=lambda k: widths[k])
+        widths[i] = max(MIN_NAME, widths[i] - (sum(widths) + 2 * (len(widths) - 1) - width))
+        for r in rows:
+            r[i] = _elide(r[i], widths[i])
+        shortened.append(f"{headers[i]} names shortened to {widths[i]} characters (~ marks the cut)")
+    return (["left out " + ", ".join(dropped)] if dropped else []) + shortened
+
+
+MIN_NAME = 12
+
+
+def _elide(text: str, n: int) -> str:
+    if len(text) <= n:
+        return text
+    head = (n - 1) // 2
+    return text[:head] + "~" + text[len(text) - (n - 1 - head):]
+
+
 def _text_table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    widths = _widths(headers, rows)
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False))
     out = [line, "  ".join("-" * w for w in widths)]
     out += ["  ".join(c.rjust(w) if i >= 1 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False)))
             for r in rows]
-    return "\n".join(out)
+    return "\n".join(line.rstrip() for line in out)
 
 
 def _md_table(headers: list[str], rows: list[list[str]]) -> str:
@@ -81,15 +138,25 @@ def render_text(report: Report, fmt: str) -> str:
     if report.empty:
         return report.empty_message()
     headers, rows = _rows(report)
-    parts = [f"# {title(report)}" if md else title(report)]
-    parts += [("> " if md else "") + n for n in report.notes]
-    parts.append((_md_table if md else _text_table)(headers, rows))
+    if md:  # Markdown reflows its prose and scrolls its tables: every column, no wrapping
+        parts = [f"# {title(report)}", *("> " + n for n in report.notes), _md_table(headers, rows)]
+        if report.kind == "idle":
+            parts += ["## Jobs with idle GPUs", _idle_jobs_text(report, md)]
+        parts += ["## Definitions", *("- " + d for d in report.definitions)]
+        return "\n\n".join(parts)
+    width = terminal_width()
+    changed = fit(report, headers, rows, width)
+    notes = [*report.notes]
+    if changed:
+        notes.append(f"to fit {width} columns: {'; '.join(changed)} (--columns chooses the columns; --format csv "
+                     "or json has them all, whole)")
+    parts = [title(report), *(textwrap.fill(n, width, subsequent_indent="  ") for n in notes),
+             _text_table(headers, rows)]
     if report.kind == "idle":
-        parts.append("## Jobs with idle GPUs" if md else "jobs with idle GPUs:")
-        parts.append(_idle_jobs_text(report, md))
-    parts.append("## Definitions" if md else "definitions:")
-    parts += [("- " if md else "  ") + d for d in report.definitions]
-    return "\n\n".join(parts) if md else "\n".join(parts)
+        parts += ["jobs with idle GPUs:", _idle_jobs_text(report, md)]
+    parts.append("definitions:")
+    parts += [textwrap.fill(d, width, initial_indent="  ", subsequent_indent="    ") for d in report.definitions]
+    return "\n".join(parts)
 
 
 def _clean(value: Any) -> Any:
