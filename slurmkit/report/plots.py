@@ -52,13 +52,14 @@ def _figure(width: float = 7.5, height: float = 3.6):
 
 
 def stacked_bars(periods: Sequence[str], series: dict[str, Sequence[float]], *, title: str, ylabel: str,
-                 name: str) -> str:
-    """One bar per period, stacked by series (e.g. GPU-hours per account per month)."""
-    fig, ax = _figure(8.5, 3.8)
+                 name: str, colors: Sequence[str] | None = None) -> str:
+    """One bar per period, stacked by series (e.g. GPU-hours per account per month); `colors`: one per series."""
+    fig, ax = _figure(12, 3.8)  # a full-width figure: wider, so its text keeps the size of the others'
     bottom = [0.0] * len(periods)
     x = list(range(len(periods)))
     for i, (label, values) in enumerate(series.items()):
-        ax.bar(x, values, bottom=bottom, label=label, color=COLORS[i % len(COLORS)], width=0.8)
+        color = colors[i] if colors else COLORS[i % len(COLORS)]
+        ax.bar(x, values, bottom=bottom, label=label, color=color, width=0.8)
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     step = max(1, len(periods) // 12)
     ax.set_xticks(x[::step], list(periods)[::step], rotation=30 if len(periods) > 6 else 0, ha="right")
@@ -91,5 +92,86 @@ def hbars(labels: Sequence[str], values: Sequence[float], *, title: str, xlabel:
         ax.legend(fontsize=8, frameon=False, loc="lower right")
     ax.set_yticks(y, labels, fontsize=9)
     ax.set_xlabel(xlabel)
+    ax.set_title(title, loc="left", fontsize=11)
+    return to_svg(fig, name)
+
+
+OTHER_COLOR = "#7f7f7f"  # the grey of matplotlib's tab10, kept for "other"
+
+
+def palette(n: int) -> list[str]:
+    """`n` distinct colours of matplotlib's qualitative tab10 palette, its grey left out (that is "other"'s):
+    at most 9, so a chart never reuses a colour (callers fold the rest into "other")."""
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    colors = [to_hex(c) for c in colormaps["tab10"].colors if to_hex(c) != OTHER_COLOR]
+    if n > len(colors):
+        raise ValueError(f"{n} series but only {len(colors)} distinct colours: fold the rest into 'other'")
+    return colors[:n]
+
+
+def bars(labels: Sequence[str], values: Sequence[float], *, title: str, ylabel: str, name: str,
+         notes: Sequence[str] | None = None, colors: Sequence[str] | None = None, xlabel: str = "") -> str:
+    """Vertical bars, one per label in the given order, each with an optional note above it (e.g. "120 jobs")."""
+    fig, ax = _figure()
+    x = list(range(len(labels)))
+    drawn = ax.bar(x, values, color=list(colors) if colors else COLORS[0], width=0.7)
+    if notes:
+        ax.bar_label(drawn, labels=list(notes), fontsize=8, padding=2)
+        ax.margins(y=0.12)
+    ax.set_xticks(x, labels)
+    ax.set_ylabel(ylabel)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    ax.set_title(title, loc="left", fontsize=11)
+    return to_svg(fig, name)
+
+
+def boxes(labels: Sequence[str], stats: Sequence[dict[str, float]], *, title: str, ylabel: str, name: str,
+          notes: Sequence[str] = ()) -> str:
+    """Box plots from percentiles computed in SQL (p10, p25, p50, p75, p90 per box: whiskers at p10/p90)."""
+    fig, ax = _figure()
+    ax.bxp([{"label": lab, "whislo": s["p10"], "q1": s["p25"], "med": s["p50"], "q3": s["p75"], "whishi": s["p90"],
+             "fliers": []} for lab, s in zip(labels, stats, strict=True)],
+           showfliers=False, patch_artist=True, boxprops={"facecolor": "#c6dbef", "edgecolor": COLORS[0]},
+           medianprops={"color": COLORS[3], "linewidth": 2})
+    for i, note in enumerate(notes, start=1):
+        ax.annotate(note, (i, 1), xycoords=("data", "axes fraction"), ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, loc="left", fontsize=11, pad=16 if notes else 6)
+    return to_svg(fig, name)
+
+
+def heatmap(rows: Sequence[str], columns: Sequence[str], values, *, title: str, label: str, name: str) -> str:
+    """A rows x columns matrix (NaN = nothing known: drawn grey, not as 0) with a colour bar."""
+    import numpy as np
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(12, 1.2 + 0.16 * max(8, len(rows))), dpi=96)
+    cmap = plt.get_cmap("viridis").with_extremes(bad="#e6e6e6")
+    image = ax.imshow(np.ma.masked_invalid(np.asarray(values, dtype=float)), aspect="auto", cmap=cmap,
+                      interpolation="nearest")
+    step = max(1, len(columns) // 12)
+    ax.set_xticks(range(0, len(columns), step), list(columns)[::step], rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(len(rows)), rows, fontsize=7 if len(rows) > 30 else 8)
+    fig.colorbar(image, ax=ax, label=label, fraction=0.04, pad=0.02)
+    ax.set_title(title, loc="left", fontsize=11)
+    return to_svg(fig, name)
+
+
+def grouped_bars(labels: Sequence[str], series: dict[str, Sequence[float]], *, title: str, ylabel: str,
+                 name: str, fmt: str = "{:.1f}") -> str:
+    """Side-by-side bars per label, one per series (e.g. p50 and p90 queue wait per partition), values on top."""
+    fig, ax = _figure()
+    width = 0.8 / max(1, len(series))
+    for i, (label, values) in enumerate(series.items()):
+        x = [k + (i - (len(series) - 1) / 2) * width for k in range(len(labels))]
+        drawn = ax.bar(x, values, width=width, label=label, color=COLORS[i % len(COLORS)])
+        ax.bar_label(drawn, labels=[fmt.format(v) for v in values], fontsize=7, padding=2)
+    ax.margins(y=0.12)
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8, frameon=False, loc="upper left")
     ax.set_title(title, loc="left", fontsize=11)
     return to_svg(fig, name)
