@@ -21,6 +21,7 @@ def report() -> None:
       sk report top --sort waste --limit 5
       sk report usage --format html -o usage.html
       sk report usage --from-sacct --since last-month --by account   (no hook: allocation only)
+      sk report occupancy --since last-month --by week   (how full the cluster was)
       sk report job 1234
     """
 
@@ -97,6 +98,14 @@ def _run(kind: str, since, until, tz, by, fmt, output, db, from_sacct, site_path
 
     window = parse_window(since, until, tz=tz)
     keys, period = parse_by(by)
+    if kind == "occupancy" and (keys or fmt == "html"):
+        from slurmkit.errors import InputError, Problem
+
+        raise InputError(Problem(f"the occupancy report cannot group by {', '.join(keys)}" if keys else
+                                 "the occupancy report has no HTML page yet", key="--by" if keys else "--format",
+                                 hint="--by day, week or month (Slurm records capacity per cluster, not per "
+                                      "partition or account)" if keys else "use --format table, csv, json, "
+                                      "markdown or parquet"))
     if not keys and not period and kind == "usage":
         keys = ["user"]
     source = "sacct" if from_sacct else "store"
@@ -108,7 +117,12 @@ def _run(kind: str, since, until, tz, by, fmt, output, db, from_sacct, site_path
     else:
         store, scope, admin_group = _open(db, site_path)
     with store:
-        rep = build(kind, store, window, keys, period, scope, admin_group=admin_group, source=source, **kw)
+        if kind == "occupancy":
+            from slurmkit.report.occupancy import build_occupancy
+
+            rep = build_occupancy(store, window, period, scope, admin_group=admin_group, source=source)
+        else:
+            rep = build(kind, store, window, keys, period, scope, admin_group=admin_group, source=source, **kw)
         if columns:
             rep.select_columns([c.strip() for c in columns.split(",") if c.strip()])
         stale: list[str] = []
@@ -180,6 +194,22 @@ def top(sort: str, limit: int, **kw) -> None:
     Example: sk report top --sort waste --limit 5
     """
     _run("top", sort=sort, limit=limit, **kw)
+
+
+@report.command()
+@_common
+@handle_errors
+def occupancy(**kw) -> None:
+    """How full the cluster was: GPU-hours allocated against the GPU-hours it had (its GPUs less nodes down,
+    drained or powered down, from Slurm's own records), per period. Admins only (it is every user's jobs).
+
+    \b
+    Examples:
+      sk report occupancy --since last-month --by week
+      sk report occupancy --since 2026-01-01 --until 2027-01-01 --by month --format csv -o occupancy.csv
+      sk report occupancy --from-sacct --since 7d --by day   (allocations from sacct: no store needed)
+    """
+    _run("occupancy", **kw)
 
 
 @report.command()

@@ -42,6 +42,14 @@ FIGURES: tuple[Figure, ...] = (
            "(GPU-h - meas GPU-h)."),
     Figure("mean_wait_h", "wait h", "h", "mean queue wait (start - submit) of the counted jobs, hours."),
     Figure("max_wait_h", "max wait h", "h", "longest queue wait, hours."),
+    Figure("capacity_gpu_hours", "capacity GPU-h", "GPU-h", "the cluster's GPUs x hours, from Slurm's records "
+           "of its registered TRES (sacctmgr show event Event=Cluster; sreport's Reported)."),
+    Figure("down_gpu_hours", "down GPU-h", "GPU-h", "GPUs x hours of nodes down, drained or failed (Slurm's node "
+           "events, not in a maintenance state; sreport's Down)."),
+    Figure("planned_down_gpu_hours", "plnd down GPU-h", "GPU-h", "GPUs x hours of nodes FUTURE or powered down "
+           "(sreport's PLND Down)."),
+    Figure("available_gpu_hours", "avail GPU-h", "GPU-h", "capacity GPU-h - down GPU-h - plnd down GPU-h."),
+    Figure("occupancy_pct", "occupancy %", "%", "GPU-h (allocated) / avail GPU-h x 100."),
     Figure("grade", "grade", "", "efficiency grade from mean utilization (thresholds below)."),
     Figure("sources", "source", "", "where the per-GPU numbers came from: "
            + "; ".join(f"{s.name} ({s.doc})" for s in METRIC_SOURCES) + "."),
@@ -57,6 +65,8 @@ COLUMNS = {
                    "idle_gpus_in_multi", "idle_gpu_hours_in_multi", "jobs_no_metrics", "sources"],
     "top": ["jobs", "gpu_hours", "share_pct", "gpu_hours_used", "mean_util_pct", "gpu_hours_wasted", "grade"],
     "allocation": ["jobs", "gpu_hours", "share_pct", "mean_wait_h", "max_wait_h"],
+    "occupancy": ["capacity_gpu_hours", "down_gpu_hours", "planned_down_gpu_hours", "available_gpu_hours",
+                  "gpu_hours", "occupancy_pct"],
 }
 
 

@@ -94,11 +94,12 @@ def _elide(text: str, n: int) -> str:
     return text[:head] + "~" + text[len(text) - (n - 1 - head):]
 
 
-def _text_table(headers: list[str], rows: list[list[str]]) -> str:
+def _text_table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
+    """Names (the first `left` columns) to the left, numbers to the right."""
     widths = _widths(headers, rows)
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False))
     out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(c.rjust(w) if i >= 1 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False)))
+    out += ["  ".join(c.rjust(w) if i >= left else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False)))
             for r in rows]
     return "\n".join(line.rstrip() for line in out)
 
@@ -151,7 +152,7 @@ def render_text(report: Report, fmt: str) -> str:
         notes.append(f"to fit {width} columns: {'; '.join(changed)} (--columns chooses the columns; --format csv "
                      "or json has them all, whole)")
     parts = [title(report), *(textwrap.fill(n, width, subsequent_indent="  ") for n in notes),
-             _text_table(headers, rows)]
+             _text_table(headers, rows, left=len(report.group_columns))]
     if report.kind == "idle":
         parts += ["jobs with idle GPUs:", _idle_jobs_text(report, md)]
     parts.append("definitions:")

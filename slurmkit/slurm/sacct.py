@@ -73,20 +73,22 @@ def sacct_command(*, since: int | None = None, until: int | None = None, job_ids
 
 
 def run_sacct(cmd: list[str], timeout_s: float = 600.0) -> str:
-    """Run sacct with epoch times in its output (SLURM_TIME_FORMAT=%s: no local-time parsing). The output is
-    decoded as UTF-8 with surrogateescape: a byte that is not UTF-8 (a job name may hold one) stays recoverable
-    and never stops the window; slurmkit.record.storable() writes it as \\xNN before a store sees it."""
+    """Run sacct (or sacctmgr: any reader of slurmdbd) with epoch times in its output (SLURM_TIME_FORMAT=%s: no
+    local-time parsing). The output is decoded as UTF-8 with surrogateescape: a byte that is not UTF-8 (a job
+    name may hold one) stays recoverable and never stops the window; slurmkit.record.storable() writes it as
+    \\xNN before a store sees it."""
+    tool = cmd[0]
     env = {**os.environ, "SLURM_TIME_FORMAT": "%s"}
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", errors="surrogateescape",
                              timeout=timeout_s, env=env)
     except FileNotFoundError:
-        raise BackendUnavailable("sacct not found", hint="run this on a host with the Slurm client tools") from None
+        raise BackendUnavailable(f"{tool} not found", hint="run this on a host with the Slurm client tools") from None
     except subprocess.TimeoutExpired:
-        raise BackendUnavailable(f"sacct did not answer in {timeout_s:.0f} s (is slurmdbd up?)") from None
+        raise BackendUnavailable(f"{tool} did not answer in {timeout_s:.0f} s (is slurmdbd up?)") from None
     if res.returncode != 0:
         msg = res.stderr.strip() or f"exit status {res.returncode}"
-        raise BackendError(f"sacct failed: {msg}", hint="check slurmdbd (sacctmgr show cluster) and your rights "
+        raise BackendError(f"{tool} failed: {msg}", hint="check slurmdbd (sacctmgr show cluster) and your rights "
                                                         "(other users' jobs need root or an operator)")
     return res.stdout
 

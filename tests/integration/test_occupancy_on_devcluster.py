@@ -1,0 +1,100 @@
+"""`sk report occupancy --from-sacct` on the real devcluster: a node drained for a few seconds and a real 2-GPU
+job, then the report's capacity, down and allocated GPU-hours checked against what Slurm itself records (the
+node's event in `sacctmgr show event`, the GPUs of `scontrol show node`, the job's AllocTRES and times in sacct),
+computed here independently. As root (an admin); alice is refused, since the report is every user's jobs.
+
+sreport is not the reference: it reads only its hourly rollups, which cover no hour that has not ended (a test
+cannot wait for one); the figures are the same definitions (slurmkit/report/occupancy.py says how they differ).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from tests.integration.jobs import SK, SPEC, render_and_sbatch, wait
+
+pytestmark = pytest.mark.integration
+
+
+def _iso(epoch: int) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _cluster_gpus() -> int:
+    out = subprocess.run(["scontrol", "-o", "show", "node"], capture_output=True, text=True, check=True).stdout
+    return sum(int(m) for m in re.findall(r"CfgTRES=\S*?gres/gpu=(\d+)", out))
+
+
+def _sacct_gpu_seconds(since: int, until: int) -> float:
+    """GPUs x seconds of every allocation inside [since, until), from sacct's own fields."""
+    out = subprocess.run(["sacct", "-a", "-X", "-n", "-P", "-S", _iso(since)[:-1], "-E", _iso(until)[:-1],
+                          "--format=Start,End,AllocTRES"], capture_output=True, text=True, check=True,
+                         env={"SLURM_TIME_FORMAT": "%s", "PATH": "/usr/local/bin:/usr/bin:/bin"}).stdout
+    total = 0.0
+    for line in out.splitlines():
+        start, end, tres = line.split("|")
+        gpus = re.search(r"gres/gpu=(\d+)", tres)
+        if not gpus or not start.isdigit():
+            continue
+        stop = int(end) if end.isdigit() else until
+        total += int(gpus.group(1)) * max(0, min(stop, until) - max(int(start), since))
+    return total
+
+
+def _node_gpus(node: str) -> int:
+    out = subprocess.run(["scontrol", "-o", "show", "node", node], capture_output=True, text=True,
+                         check=True).stdout
+    return int(re.search(r"CfgTRES=\S*?gres/gpu=(\d+)", out).group(1))
+
+
+def test_occupancy_counts_a_real_drain_and_a_real_job(tmp_path: Path):
+    since = int(time.time()) - 2
+    job = render_and_sbatch(SPEC.format(name="sk-occupancy", cmd="sleep 3").replace("gpus_per_node: 1",
+                                                                                    "gpus_per_node: 2"), tmp_path)
+    subprocess.run(["scontrol", "update", "nodename=gpu02", "state=drain", "reason=sk occupancy test"], check=True)
+    try:
+        time.sleep(4)
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=gpu02", "state=resume"], check=True)
+    wait(job)
+    time.sleep(1)
+    until = int(time.time())
+    out = subprocess.run([SK, "report", "occupancy", "--from-sacct", "--since", _iso(since), "--until", _iso(until),
+                          "--format", "json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    (row,) = data["rows"]
+    hours = (data["until_epoch"] - data["since_epoch"]) / 3600
+    assert row["capacity_gpu_hours"] == pytest.approx(_cluster_gpus() * hours, rel=1e-6)
+
+    # the drain, as slurmdbd recorded it (its own start and end), x the node's GPUs
+    ev = subprocess.run(["sacctmgr", "-n", "-P", "show", "event", "Event=Node", "Nodes=gpu02",
+                         f"Start={_iso(since)[:-1]}", "Format=TimeStart,TimeEnd,Reason"], capture_output=True,
+                        text=True, check=True, env={"SLURM_TIME_FORMAT": "%s", "PATH": "/usr/local/bin:/usr/bin:/bin"})
+    spans = [tuple(int(x) for x in line.split("|")[:2]) for line in ev.stdout.splitlines()
+             if line.endswith("|sk occupancy test")]
+    assert spans, ev.stdout
+    down_s = sum(min(e, until) - max(s, since) for s, e in spans)
+    assert 3 <= down_s <= 8
+    assert row["down_gpu_hours"] == pytest.approx(_node_gpus("gpu02") * down_s / 3600, rel=1e-6)
+    assert row["available_gpu_hours"] == pytest.approx(row["capacity_gpu_hours"] - row["down_gpu_hours"]
+                                                       - row["planned_down_gpu_hours"])
+
+    # allocations: sacct's own times and AllocTRES, this test's 2-GPU job among them
+    assert row["gpu_hours"] == pytest.approx(_sacct_gpu_seconds(since, until) / 3600, rel=1e-6, abs=1e-9)
+    assert row["gpu_hours"] >= 2 * 3 / 3600
+    assert row["occupancy_pct"] == pytest.approx(row["gpu_hours"] / row["available_gpu_hours"] * 100)
+
+
+def test_occupancy_is_refused_to_a_user():
+    out = subprocess.run(["runuser", "-u", "alice", "--", SK, "report", "occupancy", "--from-sacct", "--since", "1h"],
+                         capture_output=True, text=True, cwd="/tmp")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "all users' jobs" in out.stderr and "Traceback" not in out.stderr
