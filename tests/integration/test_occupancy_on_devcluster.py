@@ -1,10 +1,12 @@
 """`sk report occupancy --from-sacct` on the real devcluster: a node drained for a few seconds and a real 2-GPU
 job, then the report's capacity, down and allocated GPU-hours checked against what Slurm itself records (the
 node's event in `sacctmgr show event`, the GPUs of `scontrol show node`, the job's AllocTRES and times in sacct),
-computed here independently. As root (an admin); alice is refused, since the report is every user's jobs.
+computed here independently, and against `sreport cluster utilization -T gres/gpu` for the same hour. As root
+(an admin); alice is refused, since the report is every user's jobs.
 
-sreport is not the reference: it reads only its hourly rollups, which cover no hour that has not ended (a test
-cannot wait for one); the figures are the same definitions (slurmkit/report/occupancy.py says how they differ).
+sreport reads only slurmdbd's hourly rollups, which cover no hour that has not ended: the sreport test restarts
+slurmdbd with its clock an hour ahead (contrib/devcluster/restart-slurmdbd +3600, libfaketime), so that its
+start-up rollup covers the current hour, and then with the real clock again.
 """
 
 from __future__ import annotations
@@ -14,11 +16,10 @@ import re
 import subprocess
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 
-from tests.integration.jobs import SK, SPEC, render_and_sbatch, wait
+from tests.integration.jobs import ROOT, SK, SPEC, render_and_sbatch, wait
 
 pytestmark = pytest.mark.integration
 
@@ -54,10 +55,13 @@ def _node_gpus(node: str) -> int:
     return int(re.search(r"CfgTRES=\S*?gres/gpu=(\d+)", out).group(1))
 
 
-def test_occupancy_counts_a_real_drain_and_a_real_job(tmp_path: Path):
+@pytest.fixture(scope="module")
+def drained(tmp_path_factory) -> int:
+    """gpu02 drained for 4 s while a real 2-GPU job runs 3 s; the time just before (an epoch)."""
     since = int(time.time()) - 2
     job = render_and_sbatch(SPEC.format(name="sk-occupancy", cmd="sleep 3").replace("gpus_per_node: 1",
-                                                                                    "gpus_per_node: 2"), tmp_path)
+                                                                                    "gpus_per_node: 2"),
+                            tmp_path_factory.mktemp("occupancy"))
     subprocess.run(["scontrol", "update", "nodename=gpu02", "state=drain", "reason=sk occupancy test"], check=True)
     try:
         time.sleep(4)
@@ -65,11 +69,19 @@ def test_occupancy_counts_a_real_drain_and_a_real_job(tmp_path: Path):
         subprocess.run(["scontrol", "update", "nodename=gpu02", "state=resume"], check=True)
     wait(job)
     time.sleep(1)
-    until = int(time.time())
+    return since
+
+
+def _occupancy(since: int, until: int) -> dict:
     out = subprocess.run([SK, "report", "occupancy", "--from-sacct", "--since", _iso(since), "--until", _iso(until),
                           "--format", "json"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    data = json.loads(out.stdout)
+    return json.loads(out.stdout)
+
+
+def test_occupancy_counts_a_real_drain_and_a_real_job(drained: int):
+    since, until = drained, int(time.time())
+    data = _occupancy(since, until)
     (row,) = data["rows"]
     hours = (data["until_epoch"] - data["since_epoch"]) / 3600
     assert row["capacity_gpu_hours"] == pytest.approx(_cluster_gpus() * hours, rel=1e-6)
@@ -91,6 +103,47 @@ def test_occupancy_counts_a_real_drain_and_a_real_job(tmp_path: Path):
     assert row["gpu_hours"] == pytest.approx(_sacct_gpu_seconds(since, until) / 3600, rel=1e-6, abs=1e-9)
     assert row["gpu_hours"] >= 2 * 3 / 3600
     assert row["occupancy_pct"] == pytest.approx(row["gpu_hours"] / row["available_gpu_hours"] * 100)
+
+
+def _sreport(start: int, end: int) -> dict[str, int] | None:
+    """sreport's GPU figures (TRES seconds) for [start, end), by column name; None before a rollup has them."""
+    out = subprocess.run(["sreport", "-P", "-t", "seconds", "cluster", "utilization", f"start={_iso(start)[:-1]}",
+                          f"end={_iso(end)[:-1]}", "-T", "gres/gpu"], capture_output=True, text=True, timeout=60,
+                         env={"PATH": "/usr/local/bin:/usr/bin:/bin", "TZ": "UTC"})
+    lines = out.stdout.splitlines()
+    head = next((i for i, line in enumerate(lines) if line.startswith("Cluster|")), None)
+    if head is None or head + 1 >= len(lines):
+        return None
+    row = dict(zip(lines[head].split("|"), lines[head + 1].split("|"), strict=False))
+    return {k: int(v) for k, v in row.items() if v.isdigit()}
+
+
+def test_occupancy_agrees_with_sreport_for_the_hour(drained: int):
+    hour = drained // 3600 * 3600
+    end = hour + 3600
+    deadline = time.monotonic() + 60
+    while subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout.strip():
+        assert time.monotonic() < deadline, "jobs still running: sreport's rollup would count them to the hour's end"
+        time.sleep(1)
+    restart = [str(ROOT / "contrib" / "devcluster" / "restart-slurmdbd")]
+    try:
+        subprocess.run([*restart, "+3600"], check=True, timeout=180)
+        rolled = _sreport(hour, end)  # the script returns once slurmdbd has rolled the hour up
+        assert rolled and rolled.get("Reported"), rolled
+    finally:
+        subprocess.run(restart, check=True, timeout=180)
+    before = time.time()
+    (row,) = _occupancy(hour, end)["rows"]
+    now = (before + time.time()) / 2
+    gpus = _cluster_gpus()
+    # Allocated and Down: the same jobs and node events, to the second
+    assert row["gpu_hours"] * 3600 == pytest.approx(rolled["Allocated"], abs=1)
+    assert row["down_gpu_hours"] * 3600 == pytest.approx(rolled["Down"], abs=1)
+    assert row["planned_down_gpu_hours"] * 3600 == pytest.approx(rolled["PLND Down"], abs=1)
+    # Reported: sreport counts the whole hour; the report stops at now (and says so)
+    rest_of_hour = max(0.0, end - now)
+    assert rolled["Reported"] - row["capacity_gpu_hours"] * 3600 == pytest.approx(gpus * rest_of_hour, abs=2 * gpus)
+    assert rolled["Down"] >= 8 * 3 and rolled["Allocated"] >= 2 * 3
 
 
 def test_occupancy_is_refused_to_a_user():
