@@ -392,3 +392,35 @@ def test_plot_queries_agree_on_postgres(small_db, pg_schema_url, tz):
                 a, b = f(lite, window, scope), f(pg, window, scope)
                 pd.testing.assert_frame_equal(a.astype(float, errors="ignore"), b.astype(float, errors="ignore"),
                                               check_dtype=False, obj=f.__name__)
+
+
+def test_occupancy_page_draws_allocated_against_capacity(browser, tmp_path, capsys):
+    """The occupancy page on the hand-computed scenario of tests/test_report_occupancy.py (Slurm's events faked
+    there; the devcluster test reads real ones): its one plot, its numbers and its cards."""
+    from selenium.webdriver.common.by import By
+    from test_report_occupancy import _events
+
+    from slurmkit.report.html import page
+    from slurmkit.report.occupancy import build_occupancy
+    from slurmkit.report.query import Scope
+    from slurmkit.report.window import parse_window
+
+    store = scenario(tmp_path / "a.db")
+    rep = build_occupancy(store, parse_window("2026-11-01", "2026-11-03"), "day", Scope(), admin_group="hpcadm",
+                          now=T0 + 36 * H, load_events=_events())
+    out = tmp_path / "occupancy.html"
+    out.write_text(page(rep, store))
+    _load(browser, out)
+    figures = _figures(browser)
+    assert list(figures) == ["occupancy-over-time"]
+    assert figures["occupancy-over-time"].find_elements(By.CSS_SELECTOR, "svg.plot")
+    assert _numbers(browser, "occupancy-over-time") == [
+        ["2026-11-01", "18.0", "384.0", "360.0", "5.0"], ["2026-11-02", "8.0", "192.0", "184.0", "4.3"]]
+    cards = browser.find_element(By.ID, "summary").text
+    assert "GPU-hours available" in cards and "4.8 %" in cards  # 26 / (360 + 184) over both days
+    assert "No GPU metrics" not in browser.find_element(By.TAG_NAME, "body").text
+    sources = browser.find_element(By.CSS_SELECTOR, '#header dd[data-field="metric sources"]').text
+    assert "sacctmgr show event" in sources and "accounting store" in sources
+    shot = _full_page_screenshot(browser, tmp_path / "occupancy.png")
+    with capsys.disabled():
+        print(f"\nscreenshot of the occupancy page: {shot}")

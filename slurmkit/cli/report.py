@@ -98,14 +98,12 @@ def _run(kind: str, since, until, tz, by, fmt, output, db, from_sacct, site_path
 
     window = parse_window(since, until, tz=tz)
     keys, period = parse_by(by)
-    if kind == "occupancy" and (keys or fmt == "html"):
+    if kind == "occupancy" and keys:
         from slurmkit.errors import InputError, Problem
 
-        raise InputError(Problem(f"the occupancy report cannot group by {', '.join(keys)}" if keys else
-                                 "the occupancy report has no HTML page yet", key="--by" if keys else "--format",
+        raise InputError(Problem(f"the occupancy report cannot group by {', '.join(keys)}", key="--by",
                                  hint="--by day, week or month (Slurm records capacity per cluster, not per "
-                                      "partition or account)" if keys else "use --format table, csv, json, "
-                                      "markdown or parquet"))
+                                      "partition or account)"))
     if not keys and not period and kind == "usage":
         keys = ["user"]
     source = "sacct" if from_sacct else "store"
@@ -208,6 +206,7 @@ def occupancy(**kw) -> None:
       sk report occupancy --since last-month --by week
       sk report occupancy --since 2026-01-01 --until 2027-01-01 --by month --format csv -o occupancy.csv
       sk report occupancy --from-sacct --since 7d --by day   (allocations from sacct: no store needed)
+      sk report occupancy --since 2026-01-01 --by week --format html -o occupancy.html   (against a capacity line)
     """
     _run("occupancy", **kw)
 

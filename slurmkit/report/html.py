@@ -87,6 +87,17 @@ def _cards(t: dict[str, Any]) -> list[Card]:
     ]
 
 
+def _occupancy_cards(t: dict[str, Any]) -> list[Card]:
+    return [
+        Card("GPU-hours the cluster had (capacity)", _num(t.get("capacity_gpu_hours")), "-"),
+        Card("GPU-hours down or drained", _num(t.get("down_gpu_hours")), "-"),
+        Card("GPU-hours planned down (future, powered down)", _num(t.get("planned_down_gpu_hours")), "-"),
+        Card("GPU-hours available", _num(t.get("available_gpu_hours")), "-"),
+        Card("GPU-hours allocated", _num(t.get("gpu_hours")), "-"),
+        Card("occupancy (allocated / available)", _num(t.get("occupancy_pct"), "{:.1f} %"), "no GPUs available"),
+    ]
+
+
 def _top(df, column: str, n: int = TOP_N):
     return df[df[column] > 0].sort_values([column, df.columns[0]], ascending=[False, True]).head(n)
 
@@ -370,13 +381,43 @@ def _gpu_memory(d: _Inputs) -> Plot:
     return p
 
 
+def _occupancy_over_time(d: _Inputs) -> Plot:
+    """Allocated GPU-hours per period against what the cluster had and what was available."""
+    from slurmkit.report import plots
+
+    r = d.report
+    t = f"GPU-hours allocated per {r.period or 'window'} against the cluster's capacity"
+    p = Plot("occupancy-over-time", t, missing="one figure for the whole window: --by day, week or month "
+             "draws the trend",
+             caption="bars: GPU-hours allocated; lines: the GPU-hours the cluster had (its registered GPUs x "
+                     "hours) and those available (less nodes down, drained or planned down), from Slurm's "
+                     "event records.")
+    if not r.period or not len(r.table):
+        return p
+    per = r.table.groupby("period", sort=True)[["gpu_hours", "capacity_gpu_hours", "available_gpu_hours"]].sum()
+    labels = [str(x) for x in per.index]
+    p.series = [("allocated", plots.COLORS[0]), ("capacity", plots.COLORS[3]), ("available", plots.COLORS[4])]
+    p.svg = _markup(plots.bars_against_lines(labels, list(per["gpu_hours"]),
+                                             {"capacity": list(per["capacity_gpu_hours"]),
+                                              "available": list(per["available_gpu_hours"])},
+                                             title=t, ylabel="GPU-hours", name=p.name, bar_label="allocated"))
+    occ = per["gpu_hours"] / per["available_gpu_hours"].where(per["available_gpu_hours"] > 0) * 100
+    p.data = _data([r.period, "allocated GPU-h", "capacity GPU-h", "available GPU-h", "occupancy %"],
+                   [[lab, f"{a:,.1f}", f"{c:,.1f}", f"{v:,.1f}", "-" if o != o else f"{o:.1f}"]
+                    for lab, a, c, v, o in zip(labels, per["gpu_hours"], per["capacity_gpu_hours"],
+                                               per["available_gpu_hours"], occ, strict=True)])
+    return p
+
+
 PlotMaker = Callable[[_Inputs], Plot]
 USAGE_PLOTS: tuple[PlotMaker, ...] = (_gpu_hours_over_time, _job_sizes, _queue_wait, _top_users_gpu_hours,
                                       _utilization_histogram)
 EFFICIENCY_PLOTS: tuple[PlotMaker, ...] = (_utilization_by_partition, _grades, _waste_by_account, _top_users_waste,
                                            _waste_by_partition, _idle_heatmap, _gpu_memory)
 # Which page a report gets: usage and top say where GPU-hours went; efficiency and idle how well they were used.
-PAGE_PLOTS = {"usage": USAGE_PLOTS, "top": USAGE_PLOTS, "efficiency": EFFICIENCY_PLOTS, "idle": EFFICIENCY_PLOTS}
+OCCUPANCY_PLOTS: tuple[PlotMaker, ...] = (_occupancy_over_time,)
+PAGE_PLOTS = {"usage": USAGE_PLOTS, "top": USAGE_PLOTS, "efficiency": EFFICIENCY_PLOTS, "idle": EFFICIENCY_PLOTS,
+              "occupancy": OCCUPANCY_PLOTS}
 
 
 def _plots(report: Report, store: Store) -> list[Plot]:
@@ -393,6 +434,8 @@ def _sorted(report: Report) -> tuple[Report, str]:
         return report, "most wasted GPU-hours first"
     if report.kind == "top":
         return report, "in the order of --sort, largest first"
+    if report.kind == "occupancy":
+        return report, "in time order" if report.period else ""
     if not keys or not len(df):
         return report, "in time order" if report.period else ""
     df = df.assign(_total=df.groupby(keys)["gpu_hours"].transform("sum"))
@@ -426,6 +469,9 @@ def _tables(report: Report) -> list[dict[str, Any]]:
 
 
 def _sources(report: Report) -> str:
+    if report.kind == "occupancy":
+        return ("capacity: Slurm's event records (sacctmgr show event); allocations: "
+                + ("Slurm accounting (sacct)" if report.source == "sacct" else "the slurmkit accounting store"))
     if report.source == "sacct":
         return "Slurm accounting (allocations only: no GPU metrics)"
     n = source_counts(report.totals)
@@ -472,7 +518,8 @@ def page(report: Report, store: Store, *, now: datetime | None = None) -> str:
 
     totals = report.totals
     banners = [n for n in report.notes if n == SIMULATED_BANNER]
-    if not report.empty and not (totals.get("gpu_hours_measured") or 0) > 0:
+    occupancy = report.kind == "occupancy"
+    if not report.empty and not occupancy and not (totals.get("gpu_hours_measured") or 0) > 0:
         banners.append("No GPU metrics in this window: utilization, used and wasted GPU-hours are unknown "
                        "(shown as \"no GPU metrics\", never as 0 %); allocation figures are exact.")
     scope = "" if report.scope.everyone else f"only the jobs of user {report.scope.user}"
@@ -481,11 +528,14 @@ def page(report: Report, store: Store, *, now: datetime | None = None) -> str:
         "title": f"slurmkit: {title(report)}" if not empty else "slurmkit GPU report: no jobs",
         "window": report.window.describe(), "scope": scope, "banners": banners, "empty": empty,
         "header": _header(report, store),
-        "page": "efficiency" if PAGE_PLOTS.get(report.kind) is EFFICIENCY_PLOTS else "usage",
-        "cards": [] if empty else _cards(totals), "plots": [] if empty else _plots(report, store),
+        "page": "occupancy" if occupancy else "efficiency" if PAGE_PLOTS.get(report.kind) is EFFICIENCY_PLOTS
+        else "usage",
+        "cards": [] if empty else _occupancy_cards(totals) if occupancy else _cards(totals),
+        "plots": [] if empty else _plots(report, store),
         "tables": [] if empty else _tables(report),
         "notes": [n for n in report.notes if n != SIMULATED_BANNER],
-        "definitions": [*report.definitions, *([] if any(d.startswith("grades") for d in report.definitions)
+        "definitions": [*report.definitions, *([] if occupancy or any(d.startswith("grades")
+                                                                      for d in report.definitions)
                                                  else [grading.legend()])],
         "version": __version__,
         "generated": (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC"),

@@ -128,6 +128,25 @@ def bars(labels: Sequence[str], values: Sequence[float], *, title: str, ylabel: 
     return to_svg(fig, name)
 
 
+def bars_against_lines(periods: Sequence[str], values: Sequence[float], lines: dict[str, Sequence[float]], *,
+                       title: str, ylabel: str, name: str, bar_label: str) -> str:
+    """Bars per period (e.g. GPU-hours allocated) against step lines of the same unit (e.g. capacity)."""
+    fig, ax = _figure(12, 3.8)
+    x = list(range(len(periods)))
+    ax.bar(x, values, color=COLORS[0], width=0.8, label=bar_label)
+    styles = ("-", "--", ":")
+    for i, (label, ys) in enumerate(lines.items()):
+        ax.stairs(list(ys), [e - 0.5 for e in range(len(periods) + 1)], color=COLORS[3 + i],
+                  linestyle=styles[i % len(styles)], linewidth=1.6, label=label, baseline=None)
+    step = max(1, len(periods) // 12)
+    ax.set_xticks(x[::step], list(periods)[::step], rotation=30 if len(periods) > 6 else 0, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.set_title(title, loc="left", fontsize=11)
+    ax.legend(fontsize=8, frameon=False, ncols=1 + len(lines), loc="upper left", bbox_to_anchor=(0, -0.18))
+    return to_svg(fig, name)
+
+
 def boxes(labels: Sequence[str], stats: Sequence[dict[str, float]], *, title: str, ylabel: str, name: str,
           notes: Sequence[str] = ()) -> str:
     """Box plots from percentiles computed in SQL (p10, p25, p50, p75, p90 per box: whiskers at p10/p90)."""
