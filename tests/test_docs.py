@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from slurmkit.cli.docs import command_help
+from slurmkit.cli.docs import command_help, command_output
 from slurmkit.docs.build import build_guide
 from slurmkit.docs.html import external_assets
 from slurmkit.site.model import load_site
@@ -35,7 +36,8 @@ def guides(tmp_path_factory) -> dict[str, Path]:
     out = {}
     for name in SITES:
         d = tmp_path_factory.mktemp(f"guide-{name}")
-        build_guide(ROOT / "site_config" / f"{name}.yaml", d, command_help=command_help)
+        build_guide(ROOT / "site_config" / f"{name}.yaml", d, command_help=command_help,
+                    command_output=command_output)
         out[name] = d
     return out
 
@@ -370,3 +372,28 @@ def test_gpu_use_page_shows_what_sk_report_job_prints_and_what_users_of_this_sit
     reads_own = "you read your own jobs' GPU figures" in md
     assert reads_own == (site == "devcluster")  # devcluster: spool+admin_comment; dgx-a100: spool
     assert ("which users cannot read" in md) == (site != "devcluster")
+
+
+@pytest.mark.parametrize("site", SITES)
+def test_admin_reports_page_shows_what_each_report_prints(guides, site, tmp_path):
+    """Each sample on the admin reports page is what the installed `sk report ...` prints, run as a user would on
+    the same made-up store; the usage total is the GPUs x hours of the sample jobs, added up here."""
+    from slurmkit.docs import report_samples
+
+    site_model = load_site(ROOT / "site_config" / f"{site}.yaml")
+    db = tmp_path / "sample.db"
+    report_samples.write_store(site_model, db)
+    md = (guides[site] / "docs" / "admin" / "reports.md").read_text()
+    blocks = re.findall(r"^### `(sk report [^`]+)`\n\n```text\n(.*?)\n```", md, flags=re.M | re.S)
+    assert [c for c, _ in blocks] == ["sk " + " ".join(report_samples.argv(c)) for c in report_samples.COMMANDS]
+    env = {**os.environ, "COLUMNS": "100", "TZ": "UTC"}
+    for command, shown in blocks:
+        out = subprocess.run([SK, *command.split()[1:], "--db", str(db), "--no-freshness"], capture_output=True,
+                             text=True, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert shown.strip() == out.stdout.strip(), command
+    gpus = site_model.node_type_of(site_model.default_partition or next(iter(site_model.partitions))).gpu.count
+    total = sum(min(want, gpus) * hours for _, _, want, _, hours, _ in report_samples.JOBS)
+    usage = dict(blocks)["sk " + " ".join(report_samples.argv(report_samples.COMMANDS[0]))]
+    assert re.search(rf"^TOTAL +{len(report_samples.JOBS)} +{total:.2f} ", usage, flags=re.M), usage
+    assert "SIMULATED" in usage  # made-up figures say so

@@ -36,7 +36,8 @@ def build(site_path: str, out_dir: str, no_html: bool, examples_dir: str | None,
     from slurmkit.docs.build import build_guide
 
     result = build_guide(site_path, out_dir, html=not no_html,
-                         examples_dir=Path(examples_dir) if examples_dir else None, command_help=command_help)
+                         examples_dir=Path(examples_dir) if examples_dir else None, command_help=command_help,
+                         command_output=command_output)
     if as_json:
         echo_json({"output": str(result.out_dir), "pages": result.pages,
                    "html": str(result.html_dir) if result.html_dir else None,
@@ -64,3 +65,17 @@ def command_help(path: list[str]) -> str:
         cmd = sub
         ctx = click.Context(cmd, info_name=name, parent=ctx, terminal_width=100, max_content_width=100)
     return cmd.get_help(ctx)
+
+
+def command_output(argv: list[str]) -> str:
+    """What `sk <argv>` prints (stdout) at 100 columns, run in-process; a failure raises with its message."""
+    from click.testing import CliRunner
+
+    from slurmkit.cli.main import cli
+    from slurmkit.errors import SlurmkitError
+
+    res = CliRunner(env={"COLUMNS": "100", "TZ": "UTC"}).invoke(cli, argv, catch_exceptions=False)
+    if res.exit_code != 0:
+        raise SlurmkitError(f"docs: `sk {' '.join(argv)}` failed (exit {res.exit_code}): "
+                            f"{(res.stderr or res.stdout).strip()}")
+    return res.stdout

@@ -22,7 +22,7 @@ import yaml
 from slurmkit import __version__
 from slurmkit.config.source import load
 from slurmkit.docs import examples as ex_mod
-from slurmkit.docs import gpu_use, schema, topology, troubleshoot, why
+from slurmkit.docs import gpu_use, report_samples, schema, topology, troubleshoot, why
 from slurmkit.docs.html import SHIM, SHIM_TARGET, build_html, external_assets
 from slurmkit.errors import InputError, Problem, SlurmkitError
 from slurmkit.launchers import all_launchers
@@ -34,7 +34,7 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 USER_COMMANDS = [["submit"], ["validate"], ["render"], ["status"], ["logs"], ["wait"], ["cancel"], ["history"],
                  ["templates"]]
 ADMIN_COMMANDS = [["admin", "ingest"], ["report", "usage"], ["report", "efficiency"], ["report", "idle"],
-                  ["report", "top"], ["report", "job"]]
+                  ["report", "top"], ["report", "occupancy"], ["report", "job"]]
 
 
 @dataclass
@@ -178,10 +178,11 @@ def _check_ours(out: Path) -> None:
 
 
 def build_guide(site_path: str | Path, out_dir: str | Path, html: bool = True,
-                examples_dir: Path | None = None, *, command_help: Callable[[list[str]], str]) -> GuideResult:
+                examples_dir: Path | None = None, *, command_help: Callable[[list[str]], str],
+                command_output: Callable[[list[str]], str]) -> GuideResult:
     """Write the guide for the site config at `site_path` into `out_dir`; build the HTML unless `html` is False.
-    `command_help(["submit"])` is `sk submit --help` (slurmkit.cli.docs.command_help: passed in, so that the
-    docs do not import the CLI that runs them)."""
+    `command_help(["submit"])` is `sk submit --help` and `command_output(argv)` what `sk <argv>` prints
+    (slurmkit.cli.docs: passed in, so that the docs do not import the CLI that runs them)."""
     site = load_site(site_path)
     out = Path(out_dir)
     docs = out / "docs"
@@ -233,7 +234,9 @@ def build_guide(site_path: str | Path, out_dir: str | Path, html: bool = True,
          site_cases=troubleshoot.site_cases(site, site_data), spec_file=troubleshoot.SPEC_FILE)
     page("admin-hooks.md.j2", "admin/hooks.md", acct=site.accounting)
     page("admin-reports.md.j2", "admin/reports.md", acct=site.accounting,
-         helps=[(" ".join(p), command_help(p)) for p in ADMIN_COMMANDS])
+         helps=[(" ".join(p), command_help(p)) for p in ADMIN_COMMANDS],
+         samples=report_samples.samples(site, command_output),
+         sample_window=(report_samples.SINCE, report_samples.UNTIL), sample_jobs=len(report_samples.JOBS))
 
     (docs / MARKER).write_text("written by `sk docs build`; the directory is replaced on the next build\n")
     shim = docs / SHIM_TARGET

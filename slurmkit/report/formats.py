@@ -119,7 +119,7 @@ def _idle_jobs_text(report: Report, md: bool) -> str:
     rows = [[_jobref(r), *(for_terminal(r[k]) for k in ("user", "account", "partition")), str(r["gpus"]),
              f"{r['idle_gpus']} of {r['gpus_measured']}", f"{r['hours']:.2f}", f"{r['idle_gpu_hours']:.2f}",
              f"{r['mean_util_pct']:.1f}"] for _, r in jobs.iterrows()]
-    return (_md_table if md else _text_table)(headers, rows)
+    return _md_table(headers, rows) if md else _text_table(headers, rows, left=4)  # job and names left
 
 
 def _jobref(r: Any) -> str:

@@ -1,0 +1,99 @@
+"""The admin guide's sample reports: `sk report usage/efficiency/idle/top` as the installed CLI prints them, run
+on a small made-up week of this site's partitions and GPUs.
+
+The jobs and GPU figures are invented for the page (a dozen job runs, GPU rows with the "simulated" metric
+source, so every report prints its simulated-metrics banner); the store is written by the store's own writers
+(slurmkit/store/jobs.py, gpus.py, the rollup) and each sample is the real command's output, run in-process on
+it at 100 columns. tests/test_docs.py runs the same commands as a user would and compares.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from slurmkit.record import validate
+from slurmkit.site.model import Site, partition_node_types
+
+SINCE, UNTIL = "2026-11-23", "2026-11-30"  # a Monday to the next one, UTC
+DAY0 = 1795392000  # 2026-11-23 00:00 UTC
+H = 3600
+# (user, account, GPUs wanted, start hour after DAY0, hours, per-GPU utilization % or None: no metrics)
+JOBS: tuple[tuple[str, str, int, int, int, list[float] | None], ...] = (
+    ("alice", "ml", 4, 8, 10, [92.0, 88.0, 90.0, 85.0]),
+    ("alice", "ml", 4, 30, 6, [95.0, 0.5, 0.3, 0.2]),
+    ("alice", "ml", 2, 60, 14, [78.0, 81.0]),
+    ("bob", "physics", 1, 12, 20, [35.0]),
+    ("bob", "physics", 2, 50, 8, None),
+    ("bob", "physics", 4, 80, 5, [12.0, 0.0, 0.0, 0.0]),
+    ("carol", "ml", 8, 40, 12, [64.0, 66.0, 70.0, 61.0, 68.0, 65.0, 63.0, 69.0]),
+    ("carol", "physics", 1, 100, 3, [0.0]),
+    ("carol", "ml", 4, 120, 9, [97.0, 96.0, 98.0, 95.0]),
+)
+COMMANDS: tuple[tuple[str, ...], ...] = (
+    ("report", "usage", "--by", "account"),
+    ("report", "efficiency", "--by", "account"),
+    ("report", "idle"),
+    ("report", "top", "--sort", "waste", "--limit", "5"),
+)
+
+
+def write_store(site: Site, path: Path) -> None:
+    """The sample week, in a new SQLite store at `path`, written as ingest writes it."""
+    from slurmkit.accounting import gpusummary
+    from slurmkit.store import gpus as gpu_rows
+    from slurmkit.store import jobs, rollup
+    from slurmkit.store.db import open_store
+
+    pname = site.default_partition or next(iter(site.partitions))
+    nt = site.node_type_of(pname)
+    node_types = partition_node_types(site)
+    store = open_store(str(path))
+    with store:
+        job_rows, gpu_recs = [], []
+        for i, (user, account, want, start_h, hours, utils) in enumerate(JOBS):
+            job_id, n = 1001 + i, min(want, nt.gpu.count)
+            start, end = DAY0 + start_h * H, DAY0 + (start_h + hours) * H
+            node = f"{pname}-node{i % 3 + 1:02d}"
+            rec = {"version": 1, "kind": "job", "cluster": site.cluster, "job_id": job_id, "run": 0,
+                   "job_name": "train", "user_name": user, "account": account, "partition": pname,
+                   "qos": "normal", "state": "COMPLETED", "submit_time": start - (i % 4) * 1800,
+                   "start_time": start, "end_time": end, "elapsed_s": end - start, "nodes": node, "node_count": 1,
+                   "gpus": n, "gpu_types": nt.gpu.slurm_type, "source": "jobcomp"}
+            reason = validate(rec)
+            if reason:
+                raise ValueError(f"sample job {job_id}: {reason}")
+            job_rows.append(jobs.row(rec, node_types))
+            if utils is None:
+                continue
+            gpus = [{"index": g, "uuid": f"GPU-sample-{job_id}-{g}", "util_mean": u, "util_max": min(100.0, u * 1.1),
+                     "idle_fraction": 1.0 if u < 1 else max(0.0, 1 - u / 50), "mem_max_mib": int(200 + 600 * u),
+                     "mem_total_mib": 81920, "energy_j": 1.0e4 * (u + 5) * hours, "power_max_w": 60 + 3.4 * u,
+                     "samples": hours * 360, "model": nt.gpu.model} for g, u in enumerate(utils[:n])]
+            gpu_recs.append(gpusummary.node_record(cluster=site.cluster, job_id=job_id, run=0, node=node,
+                                                   source="simulated", interval_s=10.0, gpus=gpus, flags=[],
+                                                   started=start, ended=end))
+        with store.transaction() as cur:
+            cur.executemany(store.sql(jobs.upsert_sql()), job_rows)
+        gpu_rows.upsert(store, gpu_recs)
+        rollup.rebuild(store)
+
+
+def argv(command: tuple[str, ...]) -> list[str]:
+    """The command as the guide shows it (the store and freshness options are added to run it)."""
+    return [*command, "--since", SINCE, "--until", UNTIL]
+
+
+def samples(site: Site, command_output: Callable[[list[str]], str]) -> list[dict[str, Any]]:
+    """[{"command": "sk report ...", "text": what it prints}] for COMMANDS on the sample week.
+    `command_output(argv)` is what `sk <argv>` prints at 100 columns (slurmkit.cli.docs.command_output)."""
+    out = []
+    with tempfile.TemporaryDirectory(prefix="sk-report-samples-") as tmp:
+        db = Path(tmp) / "sample.db"
+        write_store(site, db)
+        for command in COMMANDS:
+            text = command_output([*argv(command), "--db", str(db), "--no-freshness"])
+            out.append({"command": "sk " + " ".join(argv(command)), "text": text.rstrip()})
+    return out
