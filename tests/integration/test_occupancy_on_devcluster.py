@@ -57,8 +57,13 @@ def _node_gpus(node: str) -> int:
 
 @pytest.fixture(scope="module")
 def drained(tmp_path_factory) -> int:
-    """gpu02 drained for 4 s while a real 2-GPU job runs 3 s; the time just before (an epoch)."""
-    since = int(time.time()) - 2
+    """gpu02 drained for 4 s while a real 2-GPU job runs 3 s; the time just before (an epoch), and not before the
+    cluster's last registration with slurmdbd (a devcluster just brought up had no GPUs before it)."""
+    reg = subprocess.run(["sacctmgr", "-n", "-P", "show", "event", "Event=Cluster", "Format=TimeStart"],
+                         capture_output=True, text=True, check=True,
+                         env={"SLURM_TIME_FORMAT": "%s", "PATH": "/usr/local/bin:/usr/bin:/bin"}).stdout.split()
+    since = max([int(time.time()) - 2, *(int(t) + 1 for t in reg if t.isdigit())])
+    time.sleep(max(0.0, since - time.time()))
     job = render_and_sbatch(SPEC.format(name="sk-occupancy", cmd="sleep 3").replace("gpus_per_node: 1",
                                                                                     "gpus_per_node: 2"),
                             tmp_path_factory.mktemp("occupancy"))
