@@ -86,9 +86,14 @@ def argv(command: tuple[str, ...]) -> list[str]:
     return [*command, "--since", SINCE, "--until", UNTIL]
 
 
-def samples(site: Site, command_output: Callable[[list[str]], str]) -> list[dict[str, Any]]:
-    """[{"command": "sk report ...", "text": what it prints}] for COMMANDS on the sample week.
+def samples(site: Site, command_output: Callable[[list[str]], str]) -> list[dict[str, Any]] | None:
+    """[{"command": "sk report ...", "text": what it prints}] for COMMANDS on the sample week; None where the
+    reports cannot run here (the `report` extra, pandas, is not installed: the page then says so).
     `command_output(argv)` is what `sk <argv>` prints at 100 columns (slurmkit.cli.docs.command_output)."""
+    from importlib.util import find_spec
+
+    if find_spec("pandas") is None:
+        return None
     out = []
     with tempfile.TemporaryDirectory(prefix="sk-report-samples-") as tmp:
         db = Path(tmp) / "sample.db"

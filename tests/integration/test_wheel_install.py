@@ -77,6 +77,9 @@ def test_installed_wheel_builds_the_user_guide(installed, workdir):
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout)
     assert result["pages"] and (workdir / "guide" / "site" / "index.html").is_file()
+    # [docs] without [report] (no pandas): the admin page says why it has no sample reports, and how to get them
+    reports = (workdir / "guide" / "docs" / "admin" / "reports.md").read_text()
+    assert "pip install 'slurmkit[report]'" in reports and "### `sk report usage" not in reports
 
 
 def test_installed_wheel_submits_a_job_that_runs(installed, workdir):
