@@ -13,6 +13,7 @@ from slurmkit.report.occupancy import build_occupancy
 from slurmkit.report.query import Scope
 from slurmkit.report.window import parse_window
 from slurmkit.slurm import events
+from slurmkit.slurm.fields import gpu_count
 
 # Recorded from the devcluster (Slurm 25.11, sacctmgr -P -n show event ..., SLURM_TIME_FORMAT=%s): the cluster's
 # registration (open: "Unknown" end) and gpu02 drained for 4 s. The MAINT, POWERED_DOWN and CPU-only rows are
@@ -35,7 +36,7 @@ def test_parse_reads_sacctmgr_rows_as_slurm_rolls_them_up():
         ("gpu02", "down", 1796608981, 1796608985, 8), ("gpu01", "planned-down", 1796600000, None, 8)]
     assert nodes[0].seconds_in(1796608983, 1796609000) == 2  # clipped to the window
     assert nodes[1].seconds_in(1796600000, 1796600010) == 10  # an open event lasts to the window's end
-    assert events.tres_gpus("cpu=4,mem=1G") is None and events.tres_gpus("gres/gpu:h100=4,gres/gpu=4") == 4
+    assert gpu_count("cpu=4,mem=1G") is None and gpu_count("gres/gpu:h100=4,gres/gpu=4") == 4
 
 
 def _events(cluster="dev"):

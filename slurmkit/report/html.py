@@ -394,18 +394,20 @@ def _occupancy_over_time(d: _Inputs) -> Plot:
                      "event records.")
     if not r.period or not len(r.table):
         return p
-    per = r.table.groupby("period", sort=True)[["gpu_hours", "capacity_gpu_hours", "available_gpu_hours"]].sum()
-    labels = [str(x) for x in per.index]
+    from slurmkit.report.occupancy import ADDITIVE, derive
+
+    per = derive(r.table.groupby("period", sort=True)[list(ADDITIVE)].sum().reset_index().to_dict("records"),
+                 r.period)  # summed over the clusters, then derived as the report derives its rows
+    labels = [str(x) for x in per["period"]]
     p.series = [("allocated", plots.COLORS[0]), ("capacity", plots.COLORS[3]), ("available", plots.COLORS[4])]
     p.svg = _markup(plots.bars_against_lines(labels, list(per["gpu_hours"]),
                                              {"capacity": list(per["capacity_gpu_hours"]),
                                               "available": list(per["available_gpu_hours"])},
                                              title=t, ylabel="GPU-hours", name=p.name, bar_label="allocated"))
-    occ = per["gpu_hours"] / per["available_gpu_hours"].where(per["available_gpu_hours"] > 0) * 100
     p.data = _data([r.period, "allocated GPU-h", "capacity GPU-h", "available GPU-h", "occupancy %"],
-                   [[lab, f"{a:,.1f}", f"{c:,.1f}", f"{v:,.1f}", "-" if o != o else f"{o:.1f}"]
-                    for lab, a, c, v, o in zip(labels, per["gpu_hours"], per["capacity_gpu_hours"],
-                                               per["available_gpu_hours"], occ, strict=True)])
+                   [[lab, f"{x.gpu_hours:,.1f}", f"{x.capacity_gpu_hours:,.1f}", f"{x.available_gpu_hours:,.1f}",
+                     "-" if x.occupancy_pct != x.occupancy_pct else f"{x.occupancy_pct:.1f}"]
+                    for lab, x in zip(labels, per.itertuples(), strict=True)])
     return p
 
 

@@ -65,8 +65,8 @@ def build_occupancy(store: Store, window: Window, period: str | None, scope: Sco
                          "capacity_gpu_hours": secs["cluster"] / 3600, "down_gpu_hours": secs["down"] / 3600,
                          "planned_down_gpu_hours": secs["planned-down"] / 3600,
                          "gpu_hours": float(alloc.loc[sel, "gpu_hours"].sum())})
-    table = _derive(rows, period)
-    totals = _derive([{k: sum(r[k] for r in rows) for k in _ADDITIVE}], None).iloc[0].to_dict() if rows else {}
+    table = derive(rows, period)
+    totals = derive([{k: sum(r[k] for r in rows) for k in ADDITIVE}], None).iloc[0].to_dict() if rows else {}
     keys = ["cluster"] if len(clusters) > 1 else []
     if not keys:
         table = table.drop(columns=["cluster"], errors="ignore")
@@ -85,13 +85,14 @@ def build_occupancy(store: Store, window: Window, period: str | None, scope: Sco
                   definitions(columns), source=source)
 
 
-_ADDITIVE = ("capacity_gpu_hours", "down_gpu_hours", "planned_down_gpu_hours", "gpu_hours")
+ADDITIVE = ("capacity_gpu_hours", "down_gpu_hours", "planned_down_gpu_hours", "gpu_hours")
 
 
-def _derive(rows: list[dict[str, Any]], period: str | None):
+def derive(rows: list[dict[str, Any]], period: str | None):
+    """The table of `rows` (the additive GPU-hours), with available GPU-h and occupancy % derived from them."""
     import pandas as pd
 
-    df = pd.DataFrame(rows, columns=["cluster", *(["period"] if period else []), *_ADDITIVE])
+    df = pd.DataFrame(rows, columns=["cluster", *(["period"] if period else []), *ADDITIVE])
     df["available_gpu_hours"] = (df["capacity_gpu_hours"] - df["down_gpu_hours"]
                                  - df["planned_down_gpu_hours"]).clip(lower=0)
     df["occupancy_pct"] = df["gpu_hours"] / df["available_gpu_hours"].where(df["available_gpu_hours"] > 0) * 100

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from slurmkit.slurm.fields import gpu_count
 from slurmkit.slurm.sacct import _slurm_time, parse_time, run_sacct
 
 CLUSTER_FIELDS = ("Cluster", "TimeStart", "TimeEnd", "TRES")
@@ -37,16 +38,6 @@ class Event:
         return max(0, end - max(self.start, lo))
 
 
-def tres_gpus(tres: str) -> int | None:
-    """The gres/gpu count of a TRES string ("cpu=64,gres/gpu:a100=8,gres/gpu=8" -> 8); None where it has none
-    (AccountingStorageTRES without gres/gpu: Slurm then records no GPUs at all)."""
-    for item in tres.split(","):
-        name, _, value = item.partition("=")
-        if name == "gres/gpu" and value.isdigit():
-            return int(value)
-    return None
-
-
 def command(kind: str, since: int, until: int, cluster: str | None = None) -> list[str]:
     fields = CLUSTER_FIELDS if kind == "cluster" else NODE_FIELDS
     cmd = ["sacctmgr", "-P", "-n", "show", "event",
@@ -70,7 +61,7 @@ def parse(text: str, kind: str) -> list[Event]:
         start = parse_time(row.get("TimeStart", ""))
         if start is None:
             continue
-        gpus = tres_gpus(row.get("TRES", ""))
+        gpus = gpu_count(row.get("TRES", ""))  # None: no gres/gpu in it (AccountingStorageTRES lacks it)
         if kind == "cluster":
             out.append(Event(row["Cluster"], "cluster", start, parse_time(row.get("TimeEnd", "")), gpus or 0))
             continue
