@@ -1,10 +1,13 @@
-"""`sk report usage --by user,month` over 1M and 10M synthetic job records (bench/synth.py): the SQL path
-(aggregation in the database, slurmkit/report/query.py) against the naive path (every row into pandas, then
-groupby), side by side, in the same run. Checks that both give the same numbers.
+"""`sk report usage --by user,month` and `--by user,day` (UTC and Europe/Berlin) over a year of 1M and 10M
+synthetic job records (bench/synth.py): the rollup path (slurmkit/store/rollup.py, slurmkit/report/query.py)
+against the full query (every job run computed in the database) and, by month, the naive path (every row into
+pandas, then groupby), side by side, in the same run. Checks that all give the same numbers.
 
 Each measurement is a fresh child process (interpreter, imports, opening the store, the report): wall time
 around the child, and its peak RSS from os.wait4's rusage. Medians over --runs (--runs-large for sizes over
-2M). Goals (issue 5): 1M <= 2 s, 10M <= 20 s, peak memory <= 2 GB.
+2M). Goals: by month 1M <= 2 s and 10M <= 20 s (issue 5), by day 10M <= 10 s in UTC and Europe/Berlin
+(issue 15), peak memory <= 2 GB. The store's rollup keeps Europe/Berlin's local days (synth.py registers the
+zone, as `sk admin rebuild-rollup --zone` does).
 
 Generated stores are cached under /tmp, keyed by size, seed and a hash of synth.py and the store migrations,
 so only the first run pays for generating (about 6 min for 10M on 2 cores).
@@ -56,7 +59,7 @@ def cached_store(n_jobs: int, seed: int = 1) -> Path:
         print(f"generating {n_jobs:,} job records into {path} (cached for later runs) ...", flush=True)
         r = synth.generate(path, n_jobs, seed)
         print(f"  {r['jobs']:,} job runs, {r['gpu_rows']:,} GPU rows, {r['bytes'] / 2**20:,.0f} MiB, "
-              f"{r['seconds']:.0f} s", flush=True)
+              f"{r['seconds']:.0f} s (the rollup's rebuild: {r['rollup_seconds']:.0f} s)", flush=True)
     return path
 
 
@@ -102,22 +105,25 @@ def cached_pg(n_jobs: int, pg_url: str) -> str:
 
 # ---------------------------------------------------------------- children (one report each, in a fresh process)
 
-def child_sql(db: str, out: str) -> None:
-    """What `sk report usage --by user,month` does: read-only open, one GROUP BY query, figures, text."""
+def child_sql(db: str, out: str, period: str = "month", tz: str = "UTC", every_run: bool = False) -> None:
+    """What `sk report usage --by user,<period> --tz <tz>` does: read-only open, the GROUP BY queries (through
+    the usage rollup, or with `every_run` the full query over every job run), figures, text."""
+    from slurmkit.report import build as build_mod
     from slurmkit.report.access import open_readonly
-    from slurmkit.report.build import build
     from slurmkit.report.formats import render_text
-    from slurmkit.report.query import Scope
+    from slurmkit.report.query import Scope, run_aggregate
     from slurmkit.report.window import parse_window
 
-    window = parse_window(SINCE, UNTIL)
+    if every_run:
+        build_mod.run_aggregate = lambda *a, **k: run_aggregate(*a, **k, every_run=True)
+    window = parse_window(SINCE, UNTIL, tz=tz)
     with open_readonly(db, "slurmkit-admin") as store:
-        rep = build("usage", store, window, ["user"], "month", Scope())
+        rep = build_mod.build("usage", store, window, ["user"], period, Scope())
     render_text(rep, "table")
     rep.table[["user", "period", *FIGURES]].to_pickle(out)
 
 
-def child_naive(db: str, out: str) -> None:
+def child_naive(db: str, out: str, period: str = "month", tz: str = "UTC") -> None:
     """The baseline: every job and GPU row into pandas, then the same figures with merge/groupby."""
     import sqlite3
 
@@ -128,7 +134,7 @@ def child_naive(db: str, out: str) -> None:
     from slurmkit.report.build import derive
     from slurmkit.report.window import parse_window, periods
 
-    window = parse_window(SINCE, UNTIL)
+    window = parse_window(SINCE, UNTIL, tz=tz)
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     jobs = pd.read_sql_query("SELECT cluster, job_id, run, user_name, gpus, submit_time, start_time, end_time "
                              "FROM jobs", conn)
@@ -148,7 +154,7 @@ def child_naive(db: str, out: str) -> None:
                  idle_multi=np.where((j["gpus"] > 1) & (j["n_idle"] > 0) & (j["n_idle"] < n_gpu), j["n_idle"], 0),
                  wait_s=j["start_time"] - j["submit_time"])
     parts = []
-    for label, ps, pe in periods(window, "month"):
+    for label, ps, pe in periods(window, period):
         x = j[(j["start_time"] < pe) & (j["end_time"] > ps)]
         s = np.minimum(x["end_time"], pe) - np.maximum(x["start_time"], ps)
         first = ((x["start_time"] >= ps) | (ps == window.since)).astype(int)
@@ -169,7 +175,13 @@ def child_naive(db: str, out: str) -> None:
 
 # ---------------------------------------------------------------- parent
 
-def measure(kind: str, db: Path, limit_as: int | None = None) -> tuple[float, float, str | None, str]:
+# (period, zone) of the reports measured, all `--by user`: the month one also against the pandas baseline.
+SHAPES = [("month", "UTC"), ("day", "UTC"), ("day", "Europe/Berlin")]
+GOALS_DAY_S = 10.0  # issue 15: a year by user x day on 10M records, UTC and Europe/Berlin
+
+
+def measure(kind: str, db: Path | str, limit_as: int | None = None,
+            shape: tuple[str, str] = SHAPES[0]) -> tuple[float, float, str | None, str]:
     """(wall s, peak RSS MiB, error or None, result pickle) of one child."""
     fd, out = tempfile.mkstemp(suffix=".pkl", prefix=f"sk-bench-{kind}-")
     os.close(fd)
@@ -179,7 +191,8 @@ def measure(kind: str, db: Path, limit_as: int | None = None) -> tuple[float, fl
             resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
 
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, __file__, "--child", kind, "--db", str(db), "--out", out],
+    proc = subprocess.Popen([sys.executable, __file__, "--child", kind, "--db", str(db), "--out", out,
+                             "--period", shape[0], "--tz", shape[1]],
                             stderr=subprocess.PIPE, text=True, preexec_fn=limits)
     _pid, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
@@ -201,29 +214,35 @@ def same_numbers(a_pkl: str, b_pkl: str) -> str:
     return f"{len(a):,} rows x {len(FIGURES)} figures equal (rtol 1e-9)"
 
 
-def _runs(kind: str, target: Path | str, runs: int, limit_as: int | None = None) -> tuple[dict, list[str]]:
+def _runs(kind: str, target: Path | str, runs: int, limit_as: int | None = None,
+          shape: tuple[str, str] = SHAPES[0]) -> tuple[dict, list[str]]:
     """Median wall time, max peak RSS and the first error of `runs` children; plus their result files."""
-    rs = [measure(kind, target, limit_as) for _ in range(runs)]
+    rs = [measure(kind, target, limit_as, shape) for _ in range(runs)]
     return ({"s": statistics.median(r[0] for r in rs), "rss": max(r[1] for r in rs),
              "error": next((r[2] for r in rs if r[2]), None)}, [r[3] for r in rs])
 
 
-def bench_size(n: int, runs: int, naive_runs: int, pg_url: str | None = None) -> dict:
+def bench_shape(n: int, shape: tuple[str, str], runs: int, full_runs: int, naive_runs: int,
+                pg_url: str | None = None) -> dict:
+    """One report shape: the rollup path, then (same run) the full query over every job run, the pandas baseline
+    (month only) and PostgreSQL, each checked for the same numbers as the rollup path."""
     db = cached_store(n)
     # one untimed run first: the OS page cache then holds the store for both paths alike
-    measure("sql", db)
-    sql, sql_out = _runs("sql", db, runs)
-    res = {"n": n, "runs": runs, "naive_runs": naive_runs, **{f"sql_{k}": v for k, v in sql.items()}}
+    measure("sql", db, shape=shape)
+    sql, sql_out = _runs("sql", db, runs, shape=shape)
+    res = {"n": n, "shape": shape, "runs": runs, **{f"sql_{k}": v for k, v in sql.items()}}
     outs = list(sql_out)
     others = []
+    if full_runs:
+        others.append(("full", full_runs, *_runs("full", db, full_runs, shape=shape)))
     if pg_url:
         url = cached_pg(n, pg_url)
-        measure("sql", url)  # untimed: PostgreSQL's shared buffers / the OS cache warm
-        others.append(("pg", *_runs("sql", url, runs)))
-    if naive_runs:
-        others.append(("naive", *_runs("naive", db, naive_runs, NAIVE_AS_LIMIT)))
-    for name, figures, out in others:
-        res.update({f"{name}_{k}": v for k, v in figures.items()})
+        measure("sql", url, shape=shape)  # untimed: PostgreSQL's shared buffers / the OS cache warm
+        others.append(("pg", runs, *_runs("sql", url, runs, shape=shape)))
+    if naive_runs and shape[0] == "month":
+        others.append(("naive", naive_runs, *_runs("naive", db, naive_runs, NAIVE_AS_LIMIT, shape=shape)))
+    for name, k, figures, out in others:
+        res.update({f"{name}_{key}": v for key, v in figures.items()}, **{f"{name}_runs": k})
         if not sql["error"] and not figures["error"]:
             res[f"{name}_check"] = same_numbers(sql_out[-1], out[-1])
         outs += out
@@ -233,57 +252,66 @@ def bench_size(n: int, runs: int, naive_runs: int, pg_url: str | None = None) ->
 
 
 def report(res: dict) -> None:
-    n, goal = res["n"], GOALS_S.get(res["n"])
+    n, (period, tz) = res["n"], res["shape"]
+    goal = GOALS_S.get(n) if period == "month" else GOALS_DAY_S if n >= 10_000_000 else None
     verdict = "" if goal is None else f" (goal <= {goal:g} s: {'met' if res['sql_s'] <= goal else 'MISSED'})"
-    print(f"\n{n:,} job records, usage by user x month, median of {res['runs']} fresh processes:")
-    print(f"  SQL (GROUP BY in SQLite)   {res['sql_s']:7.2f} s{verdict}, peak RSS {res['sql_rss']:,.0f} MiB "
+    print(f"\n{n:,} job records, usage by user x {period} in {tz}, a year, median of {res['runs']} fresh processes:")
+    print(f"  rollup path (SQLite)        {res['sql_s']:7.2f} s{verdict}, peak RSS {res['sql_rss']:,.0f} MiB "
           f"(goal <= {GOAL_RSS_MIB:,}: {'met' if res['sql_rss'] <= GOAL_RSS_MIB else 'MISSED'})")
     if res.get("sql_error"):
         print(f"    FAILED: {res['sql_error']}")
-    if "pg_s" in res:
-        print(f"  same SQL on PostgreSQL     {res['pg_s']:7.2f} s, client peak RSS {res['pg_rss']:,.0f} MiB "
-              f"(server not counted)" + (f" FAILED: {res['pg_error']}" if res.get("pg_error") else ""))
-        if "pg_check" in res:
-            print(f"    same numbers as SQLite: {res['pg_check']}")
-    if "naive_s" in res:
-        if res.get("naive_error"):
-            print(f"  naive (all rows -> pandas)  failed: {res['naive_error']} (limit {NAIVE_AS_LIMIT / 2**30:.0f} GiB "
-                  f"address space), peak RSS {res['naive_rss']:,.0f} MiB")
-        else:
-            print(f"  naive (all rows -> pandas) {res['naive_s']:7.2f} s, peak RSS {res['naive_rss']:,.0f} MiB "
-                  f"(median of {res['naive_runs']})")
-            print(f"  ratio naive / SQL: {res['naive_s'] / res['sql_s']:.1f}x time, "
-                  f"{res['naive_rss'] / res['sql_rss']:.1f}x memory")
-    if "naive_check" in res:
-        print(f"  same numbers: {res['naive_check']}")
+    labels = {"full": "full query (every run)", "pg": "rollup path on PostgreSQL", "naive": "naive (rows -> pandas)"}
+    for name, label in labels.items():
+        if f"{name}_s" not in res:
+            continue
+        if res.get(f"{name}_error"):
+            print(f"  {label:<27} failed: {res[f'{name}_error']}, peak RSS {res[f'{name}_rss']:,.0f} MiB")
+            continue
+        client = " (client; server not counted)" if name == "pg" else ""
+        print(f"  {label:<27} {res[f'{name}_s']:7.2f} s, peak RSS {res[f'{name}_rss']:,.0f} MiB{client}, median "
+              f"of {res[f'{name}_runs']}; {res[f'{name}_s'] / res['sql_s']:.1f}x the rollup path's time")
+        if f"{name}_check" in res:
+            print(f"    same numbers: {res[f'{name}_check']}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1000000,10000000", help="comma-separated job-record counts")
+    ap.add_argument("--shapes", default=";".join(f"{p},{z}" for p, z in SHAPES),
+                    help="semicolon-separated PERIOD,ZONE report shapes (default: %(default)s)")
     ap.add_argument("--runs", type=int, default=5, help="timed runs per path (sizes up to 2M)")
-    ap.add_argument("--runs-large", type=int, default=2, help="timed SQL runs for sizes over 2M")
+    ap.add_argument("--runs-large", type=int, default=2, help="timed rollup-path runs for sizes over 2M")
+    ap.add_argument("--full-runs-large", type=int, default=1, help="timed full-query runs for sizes over 2M")
     ap.add_argument("--naive-runs-large", type=int, default=1, help="timed naive runs for sizes over 2M")
     ap.add_argument("--no-naive", action="store_true", help="skip the pandas baseline")
+    ap.add_argument("--no-full", action="store_true", help="skip the full query (every run computed)")
     ap.add_argument("--pg", metavar="URL", help="also run the SQL path on this PostgreSQL (the store copied into a "
                     "schema of its own, kept), e.g. $(contrib/devcluster/pg-up)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
-    ap.add_argument("--child", choices=["sql", "naive"], help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=["sql", "full", "naive"], help=argparse.SUPPRESS)
     ap.add_argument("--db", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
+    ap.add_argument("--period", default="month", help=argparse.SUPPRESS)
+    ap.add_argument("--tz", default="UTC", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        (child_sql if a.child == "sql" else child_naive)(a.db, a.out)
+        if a.child == "naive":
+            child_naive(a.db, a.out, a.period, a.tz)
+        else:
+            child_sql(a.db, a.out, a.period, a.tz, every_run=a.child == "full")
         return
     print(f"bench/report.py: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start; "
           f"python {sys.version.split()[0]}")
+    shapes = [tuple(x.split(",", 1)) for x in a.shapes.split(";") if x]
     results = []
     for n in (int(s) for s in a.sizes.split(",")):
         large = n > 2_000_000
-        naive_runs = 0 if a.no_naive else a.naive_runs_large if large else a.runs
-        res = bench_size(n, a.runs_large if large else a.runs, naive_runs, a.pg)
-        report(res)
-        results.append(res)
+        for shape in shapes:
+            naive_runs = 0 if a.no_naive else a.naive_runs_large if large else a.runs
+            full_runs = 0 if a.no_full else a.full_runs_large if large else a.runs
+            res = bench_shape(n, shape, a.runs_large if large else a.runs, full_runs, naive_runs, a.pg)
+            report(res)
+            results.append(res)
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=2))
 

@@ -226,13 +226,19 @@ def test_migration_0005_moves_the_source_columns_into_rows(request, tmp_path, di
             cur.execute(old.sql(f"INSERT INTO usage_rollup ({', '.join(names)}) VALUES "
                                 f"({', '.join('?' for _ in names)})"),
                         [*row, *(n.get(src, 0) for src in ("nvml", "dcgm", "slurm", "simulated"))])
-    apply_migrations(old)
+    apply_migrations(old, upto=5)
     assert not {c for c, _ in columns(old, "usage_rollup")} & {"n_nvml", "n_dcgm", "n_slurm", "n_simulated"}
     assert sorted(tuple(r) for r in old.execute(f"SELECT {', '.join(key)}, source, gpu_records "
                                                 "FROM usage_rollup_sources").fetchall()) == counts
     assert old.execute("SELECT COUNT(*) FROM rollup_buckets WHERE stale = 1").fetchone()[0] == 0
+    # version 7 drops the rows (time spread over hours since) and marks the hours stale: run by run until refreshed
+    apply_migrations(old)
+    assert old.execute("SELECT COUNT(*) FROM usage_rollup_sources").fetchone()[0] == 0
     got = build("usage", old, w, ["user"], None, Scope()).totals
     assert got == want and got["n_simulated"] == 5 and got["n_nvml"] == 2
+    rollup.refresh(old)
+    assert old.execute("SELECT COUNT(*) FROM rollup_buckets WHERE stale = 1").fetchone()[0] == 0
+    assert build("usage", old, w, ["user"], None, Scope()).totals == want
     new.close()
     old.close()
 

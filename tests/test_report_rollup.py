@@ -45,6 +45,11 @@ def assert_current(store) -> None:
     assert kept == [rollup_rows(store, t) for t in tables]
 
 
+def utc_days(b) -> dict[int, bool]:
+    """{lo: clean} of the UTC days among the rollup buckets `b`."""
+    return {lo: clean for lo, longer in b.spans.items() for hi, clean in longer if hi - lo == D and lo % D == 0}
+
+
 def full_query(store, window, keys, period, scope, idle_pct=5.0):
     return run_aggregate(store, window, keys, period, scope, idle_pct, every_run=True)
 
@@ -123,14 +128,87 @@ def test_local_days_are_read_from_whole_hour_buckets_not_run_by_run(tmp_path):
     with wide_scenario(tmp_path / "s.db") as s:
         rollup.rebuild(s)
         w = parse_window("2026-10-20", "2026-11-10", tz="Europe/Berlin")
-        cover, raw = query._rollup_plan(query._rollup_buckets(s, w, 5.0), periods(w, "day"))
+        cover, raw = query._rollup_plan(query._rollup_buckets(s, w, 5.0), periods(w, "day"), w.since)
         assert cover and all(hi - lo == rollup.HOUR for _, lo, hi in cover)
         run_by_run = sum(s.execute("SELECT COUNT(*) FROM jobs WHERE start_time >= ? AND start_time < ?",
                                    [lo, hi]).fetchone()[0] for _, _, _, lo, hi, kind in raw if kind == 0)
         assert run_by_run == 0
         utc = parse_window("2026-10-01", "2026-12-01")
-        cover, _ = query._rollup_plan(query._rollup_buckets(s, utc, 5.0), periods(utc, "month"))
+        cover, _ = query._rollup_plan(query._rollup_buckets(s, utc, 5.0), periods(utc, "month"), utc.since)
         assert {hi - lo for _, lo, hi in cover} <= {28 * D, 30 * D, 31 * D}  # UTC months: month buckets
+
+
+def test_runs_crossing_period_edges_are_not_computed_run_by_run(tmp_path):
+    # The hours hold the seconds each run spent in them: a day (UTC or Berlin) is the sum of its buckets. Only the
+    # runs that started before the window are read one by one, and only to count them in its first period.
+    with wide_scenario(tmp_path / "s.db") as s:
+        rollup.rebuild(s)
+        for tz in ("UTC", "Europe/Berlin"):
+            w = parse_window("2026-10-20", "2026-11-10", tz=tz)
+            cover, raw = query._rollup_plan(query._rollup_buckets(s, w, 5.0), periods(w, "day"), w.since)
+            counted = [r for r in raw if r[-1] == 1]  # jobs 10 and 11 started before Oct 20
+            assert cover and len(counted) == 1 and counted[0][1:3] == (w.since, w.since)  # no seconds, a count
+            # the other rows are the days after the store's last run (no bucket): they read no run
+            read = sum(s.execute("SELECT COUNT(*) FROM jobs WHERE start_time >= ? AND start_time < ? AND "
+                                 "(end_time > ? OR start_time >= ?)", [lo, hi, ps, ps]).fetchone()[0]
+                       for _, ps, _, lo, hi, kind in raw if kind == 0)
+            assert read == 0 and all(ps >= T0 + 3 * D for _, ps, _, _, _, kind in raw if kind == 0)
+
+
+def test_a_stale_hour_makes_every_bucket_its_runs_reached_stale(tmp_path):
+    # Job 11 ran from 400 h before T0 to 50 h after it. A writer's mark() flags only its start hour, day and
+    # month; the days it ran into must not be read from the rollup either, or its old GPU count would be summed.
+    with wide_scenario(tmp_path / "s.db") as s:
+        rollup.rebuild(s)
+        s.execute("UPDATE jobs SET gpus = 5 WHERE job_id = 11")
+        rollup.mark(s, [("dev", 11)])
+        w = parse_window("2026-11-01", "2026-11-04")
+        b = query._rollup_buckets(s, w, 5.0)
+        assert not any(utc_days(b).values())  # Nov 1-3: job 11 ran into each
+        assert not any(clean for lo, (_, clean) in b.hours.items() if lo < T0 + 50 * H)
+        assert all(clean for lo, (_, clean) in b.hours.items() if lo >= T0 + 50 * H)  # after it: still read
+        assert assert_same_as_full_query(s) > 100
+        assert rollup.refresh(s) == 1  # its start hour: every day it ran in is recomputed
+        assert_current(s)
+        assert all(utc_days(query._rollup_buckets(s, w, 5.0)).values())
+
+
+def test_a_run_without_seconds_on_a_period_edge_is_counted_once_in_its_period(tmp_path):
+    # A job that failed as it started (start = end) exactly at midnight: a job of the day it started, in both paths.
+    with wide_scenario(tmp_path / "s.db") as s:
+        add_job(s, 40, user="dave", gpus=4, start=T0 + 24 * H, end=T0 + 24 * H)
+        add_job(s, 41, user="dave", gpus=4, start=T0 + 24 * H + 7, end=T0 + 24 * H + 7)
+        rollup.rebuild(s)
+        w = parse_window("2026-11-01", "2026-11-03")
+        for df in (run_aggregate(s, w, ["user"], "day", Scope()), full_query(s, w, ["user"], "day", Scope())):
+            dave = df[df["user"] == "dave"]
+            assert list(dave["period"]) == ["2026-11-02"] and list(dave["jobs"]) == [2]
+            assert list(dave["gpu_hours"]) == [0.0]
+        assert assert_same_as_full_query(s) > 100
+
+
+def test_a_registered_zone_reads_one_bucket_per_local_day(tmp_path):
+    # Europe/Berlin registered: its local days (24 hours, 25 on Oct 25 when DST ends) are buckets of
+    # their own, sums of their hours; UTC days, weeks and months are read as before, and every figure is the same.
+    with wide_scenario(tmp_path / "s.db") as s:
+        rollup.rebuild(s, zones=["Europe/Berlin"])
+        assert rollup.zones(s) == ["Europe/Berlin"]
+        w = parse_window("2026-10-20", "2026-11-10", tz="Europe/Berlin")
+        cover, _ = query._rollup_plan(query._rollup_buckets(s, w, 5.0), periods(w, "day"), w.since)
+        days = [(ps, pe) for _, ps, pe in periods(w, "day")]
+        assert [(lo, hi) for _, lo, hi in cover] == days[:len(cover)] and cover[-1][2] > T0 + 3 * D  # last run: Nov 3
+        assert {hi - lo for _, lo, hi in cover} == {24 * H, 25 * H}  # Oct 25: 25 hours
+        assert assert_same_as_full_query(s) > 100
+        months = s.execute("SELECT lo, hi, SUM(gpu_s) FROM usage_rollup WHERE hi - lo > 27 * 86400 "
+                           "GROUP BY lo, hi").fetchall()  # UTC months: sums of UTC days only, not of Berlin's too
+        for lo, hi, gpu_s in months:
+            assert gpu_s == s.execute("SELECT SUM(gpu_s) FROM usage_rollup WHERE lo >= ? AND hi <= ? AND "
+                                      "hi - lo = 3600", [lo, hi]).fetchone()[0]
+        s.execute("UPDATE jobs SET gpus = 6 WHERE job_id = 9")  # a writer's change, then ingest's refresh
+        rollup.mark(s, [("dev", 9)])
+        rollup.refresh(s)
+        assert_current(s)
+        assert assert_same_as_full_query(s) > 100
 
 
 def test_another_idle_threshold_is_not_read_from_the_rollup(tmp_path):
@@ -206,6 +284,15 @@ def test_rollup_on_postgresql(pg_schema_url):
                                      Scope()))
         rollup.rebuild(add_wide(s))
         assert assert_same_as_full_query(s) > 100
+        # a registered zone's local days, and a stale long run, on PostgreSQL too
+        rollup.rebuild(s, zones=["Europe/Berlin"])
+        s.execute("UPDATE jobs SET gpus = 5 WHERE job_id = 11")
+        rollup.mark(s, [("dev", 11)])
+        s.conn.commit()
+        assert assert_same_as_full_query(s) > 100
+        rollup.refresh(s)
+        assert_current(s)
+        assert assert_same_as_full_query(s) > 100
 
 
 def test_sk_admin_rebuild_rollup_repairs_a_store_written_by_hand(tmp_path):
@@ -234,3 +321,14 @@ def test_sk_admin_rebuild_rollup_repairs_a_store_written_by_hand(tmp_path):
                              capture_output=True, text=True)
     assert missing.returncode == 2 and "there is no accounting store" in missing.stderr
     assert not (tmp_path / "none.db").exists()
+    zoned = subprocess.run([sk, "admin", "rebuild-rollup", "--store", str(path), "--zone", "Europe/Berlin"],
+                           capture_output=True, text=True)
+    assert zoned.returncode == 0 and "local days of Europe/Berlin" in zoned.stdout, zoned.stderr
+    with open_store(str(path)) as s:
+        assert rollup.zones(s) == ["Europe/Berlin"]
+        assert s.execute("SELECT COUNT(*) FROM rollup_buckets WHERE lo % 86400 <> 0 AND hi - lo >= 86400") \
+            .fetchone()[0] > 0  # Berlin's days start at 22:00 or 23:00 UTC
+    bad = subprocess.run([sk, "admin", "rebuild-rollup", "--store", str(path), "--zone", "Europe/Berln"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown time zone 'Europe/Berln'" in bad.stderr and "--zone" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -79,8 +79,10 @@ def _scope_sql(scope: Scope) -> tuple[str, list[Any]]:
 def _window_filter(window: Window, scope: Scope) -> tuple[str, list[Any]]:
     """The job runs a report over `window` counts (SQL over jobs j): GPU jobs that overlap the window."""
     scope_sql, scope_params = _scope_sql(scope)
+    # A run that ends at the window's start is outside it, unless it also starts there (no seconds, but a job).
     return ("j.gpus > 0 AND j.start_time IS NOT NULL AND j.end_time IS NOT NULL"
-            f" AND j.start_time < ? AND j.end_time > ?{scope_sql}", [window.until, window.since, *scope_params])
+            f" AND j.start_time < ? AND (j.end_time > ? OR j.start_time >= ?){scope_sql}",
+            [window.until, window.since, window.since, *scope_params])
 
 
 def _key_cols(keys: list[str], alias: str = "j") -> list[str]:
@@ -135,6 +137,7 @@ def _aggregate_x(window: Window, keys: list[str], period: str | None, scope: Sco
     seconds = _clip("j.start_time", "j.end_time", "p.ps", "p.pe")
     # Count a job (and its wait and GPU counts) once: in the period it started in, or the first period.
     first = f"(CASE WHEN j.start_time >= p.ps OR p.ps = {int(window.since)} THEN 1 ELSE 0 END)"
+    limit = " LIMIT -1" if dialect == "sqlite" else ""
     sql = f"""p(period, ps, pe) AS (VALUES {values}),
 x AS (
     SELECT {', '.join([*_key_cols(keys), 'p.period AS period'])},
@@ -143,7 +146,7 @@ x AS (
     FROM jobs j
     CROSS JOIN p
     WHERE {where}
-      AND j.start_time < p.pe AND j.end_time > p.ps{" LIMIT -1" if dialect == "sqlite" else ""}
+      AND j.start_time < p.pe AND (j.end_time > p.ps OR j.start_time >= p.ps){limit}
 )"""
     return sql, params + where_params, where, where_params
 
@@ -239,97 +242,119 @@ def with_sources(df, src, keys: list[str]):
 
 @dataclass(frozen=True)
 class Buckets:
-    """The rollup buckets a window needs: UTC hours {lo: (max_end, clean)}, days and months {lo: clean}."""
+    """The rollup buckets a window needs: UTC hours {lo: (max_end, clean)}, and the longer buckets (UTC days and
+    months, registered zones' local days) {lo: [(hi, clean)], longest first}. A bucket is clean when it is fresh
+    and no stale hour's runs (up to its max_end) reach into it."""
 
     hours: dict[int, tuple[int, bool]]
-    days: dict[int, bool]
-    months: dict[int, bool]
+    spans: dict[int, list[tuple[int, bool]]]
 
 
 def _rollup_buckets(store: Store, window: Window, idle_pct: float) -> Buckets | None:
-    """The store's rollup buckets around `window`; None where the store keeps no rollup (an older schema read
-    without migrating, or a store whose rows were written without slurmkit's writers, e.g. --from-sacct's)."""
-    from slurmkit.store.db import current_version
-    from slurmkit.store.rollup import DAY, HOUR
+    """The store's rollup buckets around `window`; None where the store keeps no rollup of this kind (an older
+    schema read without migrating, or a store whose rows were written without slurmkit's writers, e.g.
+    --from-sacct's)."""
+    from bisect import bisect_left
 
-    if current_version(store) < 4:
+    from slurmkit.store.db import current_version
+    from slurmkit.store.rollup import HOUR
+
+    if current_version(store) < 7:  # version 7: time spread over the hours (slurmkit/store/rollup.py)
         return None
     rows = store.execute("SELECT lo, hi, max_end, stale, idle_pct FROM rollup_buckets "
                          "WHERE lo < ? AND (hi > ? OR max_end > ?)",
                          [window.until, window.since, window.since]).fetchall()
     if not rows and store.execute("SELECT COUNT(*) FROM rollup_buckets").fetchone()[0] == 0:
         return None
-    hours, days, months = {}, {}, {}
-    for lo, hi, max_end, stale, pct in rows:
-        clean = stale == 0 and pct == idle_pct
+    fresh = {(lo, hi): stale == 0 and pct == idle_pct for lo, hi, _, stale, pct in rows}
+    # [lo, end) where a stale hour's runs ran: every bucket meeting one is stale too, merged and sorted
+    dirty: list[list[int]] = []
+    for lo, hi, max_end, _, _ in sorted(rows):
+        if hi - lo == HOUR and not fresh[(lo, hi)]:
+            end = max(hi, max_end or hi)
+            if dirty and lo <= dirty[-1][1]:
+                dirty[-1][1] = max(dirty[-1][1], end)
+            else:
+                dirty.append([lo, end])
+    ends = [e for _, e in dirty]
+
+    def clean(lo: int, hi: int) -> bool:
+        i = bisect_left(ends, lo + 1)  # the first dirty span ending after lo
+        return fresh[(lo, hi)] and not (i < len(dirty) and dirty[i][0] < hi)
+
+    hours: dict[int, tuple[int, bool]] = {}
+    spans: dict[int, list[tuple[int, bool]]] = {}
+    for lo, hi, max_end, _, _ in rows:
         if hi - lo == HOUR:
-            hours[lo] = (max_end if max_end is not None else lo, clean)
-        elif hi - lo == DAY:
-            days[lo] = clean
+            hours[lo] = (max_end if max_end is not None else lo, clean(lo, hi))
         else:
-            months[lo] = clean
-    return Buckets(hours, days, months)
+            spans.setdefault(lo, []).append((hi, clean(lo, hi)))
+    for longer in spans.values():
+        longer.sort(reverse=True)
+    return Buckets(hours, spans)
 
 
 def _cover(b: Buckets, ps: int, pe: int) -> list[tuple[int, int]]:
-    """Clean rollup buckets (lo, hi) inside [ps, pe): whole UTC months where they fit, else days, else hours."""
-    from slurmkit.store.rollup import DAY, HOUR, month_of
+    """Clean rollup buckets (lo, hi) inside [ps, pe): from each hour edge the longest that fits (a UTC month, a
+    day, a zone's local day), else the hour."""
+    from slurmkit.store.rollup import HOUR
 
     out, t, end = [], -(-ps // HOUR) * HOUR, pe // HOUR * HOUR
     while t < end:
-        if t % DAY == 0:
-            m_lo, m_hi = month_of(t)
-            if m_lo == t and m_hi <= end and b.months.get(t, False):
-                out.append((t, m_hi))
-                t = m_hi
-                continue
-            if t + DAY <= end and b.days.get(t, False):
-                out.append((t, t + DAY))
-                t += DAY
-                continue
+        hi = next((hi for hi, clean in b.spans.get(t, ()) if clean and hi <= end), None)
+        if hi is not None:
+            out.append((t, hi))
+            t = hi
+            continue
         if b.hours.get(t, (0, False))[1]:
             out.append((t, t + HOUR))
         t += HOUR
     return out
 
 
-def _rollup_plan(b: Buckets, buckets: list[tuple[str, int, int]]) -> tuple[list[tuple], list[tuple]]:
+class _Reach:
+    """The earliest start hour whose runs reach past a time, for times asked in increasing order (a sweep over the
+    hours' max_end: an hour whose runs all ended before one time has ended before every later one)."""
+
+    def __init__(self, hours: dict[int, tuple[int, bool]]):
+        from collections import deque
+
+        self._todo = sorted((lo, end) for lo, (end, _) in hours.items())
+        self._next, self._live = 0, deque()
+
+    def first_start(self, t: int) -> int:
+        """min(lo) of the hours starting before t with max_end > t; t itself where none."""
+        while self._next < len(self._todo) and self._todo[self._next][0] < t:
+            self._live.append(self._todo[self._next])
+            self._next += 1
+        while self._live and self._live[0][1] <= t:
+            self._live.popleft()
+        # the front is the earliest live hour; later ones that ended are dropped when they reach the front
+        return self._live[0][0] if self._live else t
+
+
+def _rollup_plan(b: Buckets, buckets: list[tuple[str, int, int]], since: int) -> tuple[list[tuple], list[tuple]]:
     """(cover, raw) for the periods `buckets`: cover rows (period, lo, hi) are summed from usage_rollup; raw rows
-    (period, ps, pe, lo, hi, kind) select runs by start_time in [lo, hi), computed run by run:
-    kind 0 runs start inside the period but in no clean bucket; kind 1 runs start before it and end inside or after
-    it; kind 2 runs start in a cover bucket but end after the period: the rollup counted them whole, they add back
-    minus the part after the period."""
-    from slurmkit.store.rollup import HOUR
-
-    hours = sorted(b.hours.items())
+    (period, ps, pe, lo, hi, kind) are computed run by run, over the runs that started in [lo, hi) and reach
+    past ps (or start at or after it):
+    kind 0: the part [ps, pe) of a period that no clean bucket covers (a stale bucket, a part of an hour): the
+    runs' seconds inside it, counted where they start in it;
+    kind 1: the runs that started before the window and ran into it: counted in its first period (their seconds
+    inside the window are in the buckets and the kind 0 rows)."""
+    reach = _Reach(b.hours)
+    ordered = sorted(buckets, key=lambda x: x[1])
     cover, raw = [], []
-    before: list[tuple[int, int]] = []  # (lo, max_end) of the hours before the current period with a run ending later
-    nxt = 0
-    for label, ps, pe in sorted(buckets, key=lambda x: x[1]):
+    if ordered and (s := reach.first_start(since)) < since:
+        raw.append((ordered[0][0], since, since, s, since, 1))
+    for label, ps, pe in ordered:
         t = ps
-        for lo, hi in _cover(b, ps, pe):
-            cover.append((label, lo, hi))
+        for lo, hi in [*_cover(b, ps, pe), (pe, pe)]:
             if t < lo:
-                raw.append((label, ps, pe, t, lo, 0))
-            # only the hours of the bucket that hold a run ending after the period
-            raw += [(label, ps, pe, h, h + HOUR, 2) for h, (max_end, _) in _hours_in(hours, lo, hi) if max_end > pe]
+                raw.append((label, t, lo, reach.first_start(t), lo, 0))
+            if lo < hi:
+                cover.append((label, lo, hi))
             t = hi
-        if t < pe:
-            raw.append((label, ps, pe, t, pe, 0))
-        while nxt < len(hours) and hours[nxt][0] < ps:
-            before.append((hours[nxt][0], hours[nxt][1][0]))
-            nxt += 1
-        before = [(lo, end) for lo, end in before if end > ps]  # periods come in order: a pruned hour never returns
-        raw += [(label, ps, pe, lo, min(lo + HOUR, ps), 1) for lo, _ in before]
     return cover, raw
-
-
-def _hours_in(hours: list[tuple[int, tuple[int, bool]]], lo: int, hi: int) -> list[tuple[int, tuple[int, bool]]]:
-    """The entries of the sorted `hours` with lo <= hour < hi."""
-    from bisect import bisect_left
-
-    i, j = bisect_left(hours, (lo,)), bisect_left(hours, (hi,))
-    return hours[i:j]
 
 
 def _values(name: str, cols: str, rows: list[tuple]) -> str:
@@ -347,20 +372,19 @@ def _rollup_ctes(window: Window, keys: list[str], period: str | None, scope: Sco
     """(CTEs c, r and rj; `seconds`; `first`; scope parameters) shared by rollup_sql and rollup_sources_sql:
     c the rollup buckets summed per period, r the ranges read run by run (_rollup_plan), rj those runs."""
     buckets = periods(window, period) if period else [("", window.since, window.until)]
-    cover, raw = _rollup_plan(b, buckets)
+    cover, raw = _rollup_plan(b, buckets, window.since)
     scope_sql, scope_params = _scope_sql(scope)
     need = ["cluster", "job_id", "run", "gpus", "start_time", "end_time", "submit_time",
             *{GROUP_KEYS[k] for k in keys}]
-    seconds = (f"({_clip('j.start_time', 'j.end_time', 'j.ps', 'j.pe')}"
-               " - CASE WHEN j.kind = 2 THEN j.end_time - j.start_time ELSE 0 END)")
-    first = f"(CASE WHEN j.kind = 2 THEN 0 WHEN j.start_time >= j.ps OR j.ps = {int(window.since)} THEN 1 ELSE 0 END)"
+    seconds = f"(CASE WHEN j.kind = 1 THEN 0 ELSE {_clip('j.start_time', 'j.end_time', 'j.ps', 'j.pe')} END)"
+    first = "(CASE WHEN j.kind = 1 OR j.start_time >= j.ps THEN 1 ELSE 0 END)"
     ctes = f"""{_values('c', 'period, lo, hi', cover)},
 {_values('r', 'period, ps, pe, lo, hi, kind', raw)},
 rj AS (
     SELECT r.period, r.ps, r.pe, r.kind, {', '.join(f'j.{c}' for c in dict.fromkeys(need))}
     FROM r CROSS JOIN jobs j
     WHERE j.start_time >= r.lo AND j.start_time < r.hi AND j.gpus > 0 AND j.end_time IS NOT NULL
-      AND j.end_time > (CASE WHEN r.kind = 2 THEN r.pe ELSE r.ps END){scope_sql}
+      AND (j.end_time > r.ps OR j.start_time >= r.ps){scope_sql}
 )"""
     return ctes, seconds, first, scope_params
 
@@ -390,7 +414,7 @@ y AS (
 def rollup_sources_sql(window: Window, keys: list[str], period: str | None, scope: Scope,
                        b: Buckets) -> tuple[str, list[Any]]:
     """The GPU records per metric source behind rollup_sql's rows: the rollup's per-source rows of the clean
-    buckets plus the runs read one by one (a run of kind 2 was counted whole by its bucket: first = 0)."""
+    buckets plus the runs read one by one, counted where `first` is 1."""
     ctes, _, first, scope_params = _rollup_ctes(window, keys, period, scope, b)
     scope_u = _scope_sql(scope)[0].replace("j.", "u.")
     sql = f"""WITH {ctes},
