@@ -315,8 +315,11 @@ def rebuild_rollup_cmd(site_path: str | None, store_url: str | None, zones: tupl
     if not is_postgres(store_url) and not os.path.exists(store_url):
         raise InputError(Problem(f"there is no accounting store at {store_url}", key="--store",
                                  hint="name the store ingest writes (site accounting.store)"))
+    from slurmkit.report.window import iana_zone
+
     for zone in zones:
-        _check_zone(zone)
+        iana_zone(zone, key="--zone", hint="an IANA name such as Europe/Berlin or America/New_York "
+                                            "(timedatectl list-timezones)")
     with _store_errors(store_url, "nothing was changed; run it again"), \
             open_store(store_url, group=group, timeout_s=timeout_s) as store:
         hours = rollup.rebuild(store, zones=zones)
@@ -327,15 +330,3 @@ def rebuild_rollup_cmd(site_path: str | None, store_url: str | None, zones: tupl
         local = f"; local days of {', '.join(kept)}" if kept else ""
         click.echo(f"rollup rebuilt: {hours} hours with job runs recomputed (and their days and months{local}) "
                    f"in {store_url}")
-
-
-def _check_zone(zone: str) -> None:
-    """An IANA time zone name, or a usage error that says where the names come from."""
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        ZoneInfo(zone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise InputError(Problem(f"unknown time zone {zone!r}", key="--zone",
-                                 hint="an IANA name such as Europe/Berlin or America/New_York "
-                                      "(timedatectl list-timezones)")) from None

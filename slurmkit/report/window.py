@@ -43,11 +43,15 @@ def resolve_tz(name: str | None) -> tuple[tzinfo, str]:
         local = datetime.now().astimezone().tzinfo
         assert local is not None
         return local, f"local time, {datetime.now(local).strftime('%Z')}"
+    return iana_zone(name, hint="use UTC, local, or an IANA name such as Europe/Berlin"), name
+
+
+def iana_zone(name: str, key: str = "--tz", hint: str = "an IANA name such as Europe/Berlin") -> ZoneInfo:
+    """The zone of an IANA name, or a usage error naming the option `key`."""
     try:
-        return ZoneInfo(name), name
+        return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise InputError(Problem(f"unknown time zone {name!r}", key="--tz",
-                                 hint="use UTC, local, or an IANA name such as Europe/Berlin")) from exc
+        raise InputError(Problem(f"unknown time zone {name!r}", key=key, hint=hint)) from exc
 
 
 def parse_window(since: str | None, until: str | None, *, tz: str | None = None,

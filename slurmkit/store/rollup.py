@@ -77,14 +77,14 @@ def mark(store: Store, runs: Iterable[tuple], cur=None) -> None:
 
 
 def _refresh_hours_sql() -> str:
-    """The hour rows of one UTC day, every hour of it in one statement. Parameters: the idle threshold, then
-    the runs that started in [first, hi) and ran into the day [lo, hi) or started in it (first: the earliest
-    start hour whose runs reach the day). Each run is joined to the hours of the day it
-    ran in (and its start hour): its seconds inside each, counted (`first`) in its start hour only.
-    Parameters, in order: idle threshold, first, hi, lo, lo (CTE g), lo (the day's hours), first, hi, lo, lo."""
+    """The hour rows of one UTC day [lo, hi), every hour of it in one statement, from the runs that started in
+    [first, hi) and ran into the day or started in it (first: the earliest start hour whose runs reach the day).
+    Each run is joined to the hours of the day it ran in (and its start hour): its seconds inside each, counted
+    (`first`) in its start hour only. Parameters, in order: idle threshold, first, hi, lo, lo (CTE g), lo (the
+    day's hours), first, hi, lo, lo."""
     runs = "j.start_time >= ? AND j.start_time < ? AND (j.end_time > ? OR j.start_time >= ?)"
     g_sql = runsql.per_run_gpus(jobs_filter=runs)
-    seconds = ("((CASE WHEN j.end_time < d.h + 3600 THEN j.end_time ELSE d.h + 3600 END)"
+    seconds = (f"((CASE WHEN j.end_time < d.h + {HOUR} THEN j.end_time ELSE d.h + {HOUR} END)"
                " - (CASE WHEN j.start_time > d.h THEN j.start_time ELSE d.h END))")
     first = "(CASE WHEN j.start_time >= d.h THEN 1 ELSE 0 END)"
     figures = runsql.select_list(runsql.run_figures(seconds=seconds, first=first))
@@ -152,8 +152,7 @@ def refresh(store: Store, idle_pct: float | None = None) -> int:
             cur.execute(hour_buckets, [lo, idle_pct])
             _sum_bucket(store, cur, day_sql, lo, hi, idle_pct)
         # every hour is fresh now: the registered zones' local days over these UTC days, sums of their hours
-        cur.execute("SELECT zone FROM rollup_zones ORDER BY zone")
-        for zone in [z for (z,) in cur.fetchall()]:
+        for zone in zones(store):
             for lo, hi in sorted({b for d in days for b in local_days(zone, d, d + DAY)}):
                 _sum_bucket(store, cur, day_sql, lo, hi, idle_pct)
         for lo, hi in sorted({month_of(lo) for lo in days}):
