@@ -212,18 +212,10 @@ def test_spec_reference_lists_every_schema_field_and_no_other(guides):
 
 
 def test_browser_opens_pages_without_console_errors(guides, chromium, tmp_path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+    from browser import open_chromium
 
-    browser, driver = chromium
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = browser
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,1400"):
-        opts.add_argument(arg)
-    # browser: console messages; performance: DevTools network events, to prove nothing leaves file://.
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    d = webdriver.Chrome(service=Service(driver), options=opts)
+    # its logs: console messages, and DevTools network events, to prove nothing leaves file://
+    d = open_chromium(*chromium, window="1280,1400")
     fetched: set[str] = set()
 
     def requests() -> None:

@@ -14,6 +14,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from browser import full_page_screenshot, open_chromium
 from report_store import T0, H, add_job, scenario
 
 pytestmark = pytest.mark.browser
@@ -31,19 +32,7 @@ def sk(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def browser(chromium):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    binary, driver_path = chromium
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = binary
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1200,900", "--no-first-run", "--disable-extensions"):
-        opts.add_argument(arg)
-    # browser: console messages; performance: the DevTools network events, to prove nothing is fetched.
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=opts)
-    driver.set_page_load_timeout(60)
+    driver = open_chromium(*chromium)
     yield driver
     driver.quit()
 
@@ -179,21 +168,6 @@ def year_pages(tmp_path_factory) -> dict[str, Path]:
     return {kind: _html(kind, d / "year.db", d / f"{kind}.html", *year) for kind in ("usage", "efficiency")}
 
 
-def _full_page_screenshot(driver, path: Path) -> Path:
-    """The whole page, not the 1200x900 viewport: Chromium's DevTools capture beyond the viewport."""
-    import base64
-
-    size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": 1200, "height": int(size["height"]),
-                                                                  "deviceScaleFactor": 1, "mobile": False})
-    try:
-        shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
-    finally:
-        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-    path.write_bytes(base64.b64decode(shot["data"]))
-    return path
-
-
 def _figures(driver) -> dict[str, object]:
     from selenium.webdriver.common.by import By
 
@@ -232,7 +206,7 @@ def test_year_page_has_its_own_plots_and_a_screenshot(browser, year_pages, kind,
     if kind == "efficiency":
         assert figures["idle-heatmap"].find_elements(By.CSS_SELECTOR, "svg image")  # the matrix, as one image
         assert "idle GPU-hours of a node on a day = " in figures["idle-heatmap"].text
-    shot = _full_page_screenshot(browser, tmp_path / f"{kind}-year.png")
+    shot = full_page_screenshot(browser, tmp_path / f"{kind}-year.png")
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 200_000
     with capsys.disabled():
@@ -421,6 +395,6 @@ def test_occupancy_page_draws_allocated_against_capacity(browser, tmp_path, caps
     assert "No GPU metrics" not in browser.find_element(By.TAG_NAME, "body").text
     sources = browser.find_element(By.CSS_SELECTOR, '#header dd[data-field="metric sources"]').text
     assert "sacctmgr show event" in sources and "accounting store" in sources
-    shot = _full_page_screenshot(browser, tmp_path / "occupancy.png")
+    shot = full_page_screenshot(browser, tmp_path / "occupancy.png")
     with capsys.disabled():
         print(f"\nscreenshot of the occupancy page: {shot}")

@@ -1,7 +1,8 @@
 """A real Prometheus (Debian's package, on the loopback address) scrapes `sk admin exporter` while a devcluster
 job runs: PromQL returns the job's GPUs labelled with alice, her account and source="simulated" (the devcluster's
 GPUs are pretend: never passed off as measurements), the store counters equal `sk report usage` for the same
-window, and every panel of contrib/grafana/slurmkit.json returns data.
+window, and every panel of contrib/grafana/slurmkit.json returns data, graphed by Prometheus's own web UI in headless
+Chromium (the screenshot's path is printed; Grafana itself cannot be installed here).
 
 No NVIDIA GPU, hence no dcgm-exporter, exists here: the DCGM panel is checked against a synthetic exposition in
 dcgm-exporter's format (its metric and label names, UUIDs taken from slurmkit's own series), served by the test;
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser import full_page_screenshot, open_chromium
 from tests.conftest import as_user
 from tests.integration.accounting import DC_DIR
 from tests.integration.jobs import state
@@ -155,7 +157,47 @@ def _panel_queries() -> list[tuple[str, str]]:
     return out
 
 
-def test_prometheus_sees_the_running_jobs_gpus_the_store_and_every_dashboard_panel(stack):
+def _graph_every_panel(chromium, port: int, out: Path) -> list[Path]:
+    """Each dashboard panel's queries graphed over the last minute by the test Prometheus's own web UI (its
+    classic graph page, one graph per query), in headless Chromium; returns one screenshot per panel, in the
+    dashboard's order. Grafana itself cannot run here (AGPL, in none of the registries), so these show each panel's
+    data as Prometheus serves it to Grafana, not Grafana's drawing of it. Fails on a query with nothing to draw."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    panels: dict[str, list[str]] = {}
+    for title, expr in _panel_queries():
+        panels.setdefault(title, []).append(expr)
+    shots = []
+    driver = open_chromium(*chromium)
+    try:
+        for n, (title, exprs) in enumerate(panels.items()):
+            params = {k: v for i, e in enumerate(exprs)
+                      for k, v in ((f"g{i}.expr", e), (f"g{i}.tab", "0"), (f"g{i}.range_input", "1m"))}
+            driver.get(f"http://127.0.0.1:{port}/classic/graph?{urllib.parse.urlencode(params)}")
+            shot = out / f"panel-{n + 1:02d}-{re.sub(r'[^a-z0-9]+', '-', title.lower()).strip('-')}.png"
+
+            want = len(exprs)
+
+            def drawn(d, want=want) -> list:  # every graph has its line, or a graph shows its error
+                areas = d.find_elements(By.CSS_SELECTOR, ".graph_area")
+                errors = [e.text for e in d.find_elements(By.CSS_SELECTOR, ".alert-danger") if e.is_displayed()]
+                lines = [a.find_elements(By.CSS_SELECTOR, ".graph svg path.path") for a in areas]
+                return [errors] if errors or (len(areas) == want and all(lines)) else []
+
+            try:
+                (errors,) = WebDriverWait(driver, 30).until(drawn)
+            except TimeoutException:
+                pytest.fail(f"panel {title!r}: Prometheus drew no graph in 30 s: {full_page_screenshot(driver, shot)}")
+            shots.append(full_page_screenshot(driver, shot))
+            assert not errors, f"panel {title!r}: Prometheus graphs nothing: {errors}; {shot}"
+        return shots
+    finally:
+        driver.quit()
+
+
+def test_prometheus_sees_the_running_jobs_gpus_the_store_and_every_dashboard_panel(stack, chromium, capsys):
     prom, ports, tmp_path = stack
     job = _submit_as_alice()
     try:
@@ -194,6 +236,12 @@ def test_prometheus_sees_the_running_jobs_gpus_the_store_and_every_dashboard_pan
             if not prom.until(expr, bool, 15):
                 empty.append(f"{title}: {expr}")
         assert not empty, "dashboard panels without data:\n" + "\n".join(empty)
+        shots = _graph_every_panel(chromium, ports["prom"], tmp_path)
+        assert len(shots) == len({title for title, _ in _panel_queries()})
+        assert all(s.stat().st_size > 20_000 for s in shots)
+        with capsys.disabled():
+            print("\nscreenshots of each dashboard panel's queries graphed by Prometheus:\n  "
+                  + "\n  ".join(map(str, shots)))
     finally:
         subprocess.run(["scancel", str(job)], check=False)
     # Ended: the node exporter drops the job at the next scrape.
