@@ -369,7 +369,9 @@ def test_gpu_use_page_shows_what_sk_report_job_prints_and_what_users_of_this_sit
 @pytest.mark.parametrize("site", SITES)
 def test_admin_reports_page_shows_what_each_report_prints(guides, site, tmp_path):
     """Each sample on the admin reports page is what the installed `sk report ...` prints, run as a user would on
-    the same made-up store; the usage total is the GPUs x hours of the sample jobs, added up here."""
+    the same made-up store; the usage total is the GPUs x hours of the sample jobs, added up here. The occupancy
+    sample (Slurm's events made up, no sacctmgr here) has the capacity, the drained node's GPU-hours and the same
+    allocated total, added up here too."""
     from slurmkit.docs import report_samples
 
     site_model = load_site(ROOT / "site_config" / f"{site}.yaml")
@@ -377,8 +379,10 @@ def test_admin_reports_page_shows_what_each_report_prints(guides, site, tmp_path
     report_samples.write_store(site_model, db)
     md = (guides[site] / "docs" / "admin" / "reports.md").read_text()
     blocks = re.findall(r"^### `(sk report [^`]+)`\n\n```text\n(.*?)\n```", md, flags=re.M | re.S)
-    assert [c for c, _ in blocks] == ["sk " + " ".join(report_samples.argv(c)) for c in report_samples.COMMANDS]
+    commands = [*report_samples.COMMANDS, report_samples.OCCUPANCY]
+    assert [c for c, _ in blocks] == ["sk " + " ".join(report_samples.argv(c)) for c in commands]
     env = {**os.environ, "COLUMNS": "100", "TZ": "UTC"}
+    *blocks, (_, occupancy) = blocks
     for command, shown in blocks:
         out = subprocess.run([SK, *command.split()[1:], "--db", str(db), "--no-freshness"], capture_output=True,
                              text=True, env=env, timeout=120)
@@ -389,3 +393,8 @@ def test_admin_reports_page_shows_what_each_report_prints(guides, site, tmp_path
     usage = dict(blocks)["sk " + " ".join(report_samples.argv(report_samples.COMMANDS[0]))]
     assert re.search(rf"^TOTAL +{len(report_samples.JOBS)} +{total:.2f} ", usage, flags=re.M), usage
     assert "SIMULATED" in usage  # made-up figures say so
+    capacity = report_samples.SAMPLE_NODES * gpus * 7 * 24
+    down = gpus * report_samples.DRAINED_HOURS
+    assert re.search(rf"^TOTAL +{capacity:.2f} +{down:.2f} +0.00 +{capacity - down:.2f} +{total:.2f} +"
+                     rf"{total / (capacity - down) * 100:.1f}$", occupancy, flags=re.M), occupancy
+    assert len(re.findall(r"^2026-11-\d\d ", occupancy, flags=re.M)) == 7  # --by day: the week's days

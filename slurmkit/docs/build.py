@@ -236,7 +236,8 @@ def build_guide(site_path: str | Path, out_dir: str | Path, html: bool = True,
     page("admin-reports.md.j2", "admin/reports.md", acct=site.accounting,
          helps=[(" ".join(p), command_help(p)) for p in ADMIN_COMMANDS],
          samples=report_samples.samples(site, command_output),
-         sample_window=(report_samples.SINCE, report_samples.UNTIL), sample_jobs=len(report_samples.JOBS))
+         sample_window=(report_samples.SINCE, report_samples.UNTIL), sample_jobs=len(report_samples.JOBS),
+         sample_nodes=report_samples.SAMPLE_NODES, sample_drained=report_samples.DRAINED_HOURS)
 
     (docs / MARKER).write_text("written by `sk docs build`; the directory is replaced on the next build\n")
     shim = docs / SHIM_TARGET

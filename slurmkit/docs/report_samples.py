@@ -1,10 +1,15 @@
 """The admin guide's sample reports: `sk report usage/efficiency/idle/top` as the installed CLI prints them, run
-on a small made-up week of this site's partitions and GPUs.
+on a small made-up week of this site's partitions and GPUs, and `sk report occupancy` on the same week.
 
 The jobs and GPU figures are invented for the page (a dozen job runs, GPU rows with the "simulated" metric
 source, so every report prints its simulated-metrics banner); the store is written by the store's own writers
 (slurmkit/store/jobs.py, gpus.py, the rollup) and each sample is the real command's output, run in-process on
 it at 100 columns. tests/test_docs.py runs the same commands as a user would and compares.
+
+Occupancy also needs what Slurm accounting says the cluster had (`sacctmgr show event`), which no guide build
+can ask a real slurmdbd for: its sample reads made-up event rows in sacctmgr's own output format (SAMPLE_NODES
+nodes of the partition's node type all week, one of them drained for DRAINED_HOURS) through the real parser
+(slurmkit/slurm/events.py) and is rendered by the real report code; tests/test_docs.py checks its figures.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from slurmkit.site.model import Site, partition_node_types
 SINCE, UNTIL = "2026-11-23", "2026-11-30"  # a Monday to the next one, UTC
 DAY0 = 1795392000  # 2026-11-23 00:00 UTC
 H = 3600
+DAY_END = DAY0 + 7 * 24 * H  # UNTIL
 # (user, account, GPUs wanted, start hour after DAY0, hours, per-GPU utilization % or None: no metrics)
 JOBS: tuple[tuple[str, str, int, int, int, list[float] | None], ...] = (
     ("alice", "ml", 4, 8, 10, [92.0, 88.0, 90.0, 85.0]),
@@ -32,6 +38,9 @@ JOBS: tuple[tuple[str, str, int, int, int, list[float] | None], ...] = (
     ("carol", "physics", 1, 100, 3, [0.0]),
     ("carol", "ml", 4, 120, 9, [97.0, 96.0, 98.0, 95.0]),
 )
+SAMPLE_NODES = 4  # the partition's nodes in the sample week (the jobs ran on node01-03)
+DRAINED_HOURS = 12  # node04 drained from Wednesday 06:00
+OCCUPANCY = ("report", "occupancy", "--by", "day")
 COMMANDS: tuple[tuple[str, ...], ...] = (
     ("report", "usage", "--by", "account"),
     ("report", "efficiency", "--by", "account"),
@@ -101,4 +110,49 @@ def samples(site: Site, command_output: Callable[[list[str]], str]) -> list[dict
         for command in COMMANDS:
             text = command_output([*argv(command), "--db", str(db), "--no-freshness"])
             out.append({"command": "sk " + " ".join(argv(command)), "text": text.rstrip()})
+        out.append({"command": "sk " + " ".join(argv(OCCUPANCY)), "text": occupancy_text(site, db)})
     return out
+
+
+def sacctmgr_events(site: Site) -> dict[str, str]:
+    """The sample week as `sacctmgr -P -n show event Event=Cluster|Node` prints it (epoch times, as slurmkit
+    asks for them): the cluster's GPUs all week, one node drained for DRAINED_HOURS."""
+    pname = site.default_partition or next(iter(site.partitions))
+    gpus = site.node_type_of(pname).gpu.count
+    drained = DAY0 + (2 * 24 + 6) * H
+    return {"cluster": f"{site.cluster}|{DAY0 - 30 * 24 * H}||cpu={64 * SAMPLE_NODES},mem={1024 * SAMPLE_NODES}G,"
+                       f"node={SAMPLE_NODES},gres/gpu={gpus * SAMPLE_NODES}\n",
+            "node": f"{site.cluster}|{pname}-node{SAMPLE_NODES:02d}|{drained}|{drained + DRAINED_HOURS * H}|DRAIN|"
+                    f"cpu=64,mem=1024G,gres/gpu={gpus}\n"}
+
+
+def occupancy_text(site: Site, db: Path) -> str:
+    """`sk report occupancy --by day` on the sample store and sacctmgr_events, as it prints at 100 columns."""
+    import os
+
+    from slurmkit.report.formats import render_text
+    from slurmkit.report.occupancy import build_occupancy
+    from slurmkit.report.query import Scope, parse_by
+    from slurmkit.report.window import parse_window
+    from slurmkit.slurm import events
+    from slurmkit.store.db import open_store
+
+    rows = sacctmgr_events(site)
+
+    def load(since: int, until: int) -> list[events.Event]:
+        return events.load(since, until, run=lambda cmd: rows["cluster" if "Event=Cluster" in cmd else "node"])
+
+    _, period = parse_by([OCCUPANCY[-1]])
+    window = parse_window(SINCE, UNTIL, tz="UTC")
+    with open_store(str(db)) as store:
+        report = build_occupancy(store, window, period, Scope(), admin_group=site.accounting.admin_group,
+                                 now=DAY_END, load_events=load)
+    columns = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"
+    try:
+        return render_text(report, "table").rstrip()
+    finally:
+        if columns is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = columns
