@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -96,8 +97,11 @@ def _check_rows(job: int, rows: list[dict], expected: set[tuple[str, int]]) -> N
 
 
 @pytest.fixture
-def outdir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="sknode-"))
+def outdir():
+    """The jobs' output files (a directory under /tmp the slurmds write into), removed after the test."""
+    path = Path(tempfile.mkdtemp(prefix="sknode-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def test_two_node_job_has_rows_for_exactly_its_gpus_on_each_node(devcluster, outdir):
