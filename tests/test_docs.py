@@ -379,12 +379,14 @@ def test_admin_reports_page_shows_what_each_report_prints(guides, site, tmp_path
     report_samples.write_store(site_model, db)
     md = (guides[site] / "docs" / "admin" / "reports.md").read_text()
     blocks = re.findall(r"^### `(sk report [^`]+)`\n\n```text\n(.*?)\n```", md, flags=re.M | re.S)
-    commands = [*report_samples.COMMANDS, report_samples.OCCUPANCY]
-    assert [c for c, _ in blocks] == ["sk " + " ".join(report_samples.argv(c)) for c in commands]
+    assert [c for c, _ in blocks] == [*("sk " + " ".join(report_samples.argv(c)) for c in report_samples.COMMANDS),
+                                      "sk " + " ".join(report_samples.JOB),
+                                      "sk " + " ".join(report_samples.argv(report_samples.OCCUPANCY))]
     env = {**os.environ, "COLUMNS": "100", "TZ": "UTC"}
     *blocks, (_, occupancy) = blocks
     for command, shown in blocks:
-        out = subprocess.run([SK, *command.split()[1:], "--db", str(db), "--no-freshness"], capture_output=True,
+        extra = [] if command.startswith("sk report job ") else ["--no-freshness"]  # job: no window
+        out = subprocess.run([SK, *command.split()[1:], "--db", str(db), *extra], capture_output=True,
                              text=True, env=env, timeout=120)
         assert out.returncode == 0, out.stderr
         assert shown.strip() == out.stdout.strip(), command
@@ -393,6 +395,7 @@ def test_admin_reports_page_shows_what_each_report_prints(guides, site, tmp_path
     usage = dict(blocks)["sk " + " ".join(report_samples.argv(report_samples.COMMANDS[0]))]
     assert re.search(rf"^TOTAL +{len(report_samples.JOBS)} +{total:.2f} ", usage, flags=re.M), usage
     assert "SIMULATED" in usage  # made-up figures say so
+    assert "3 of 4 GPUs were idle" in dict(blocks)["sk " + " ".join(report_samples.JOB)]
     capacity = report_samples.SAMPLE_NODES * gpus * 7 * 24
     down = gpus * report_samples.DRAINED_HOURS
     assert re.search(rf"^TOTAL +{capacity:.2f} +{down:.2f} +0.00 +{capacity - down:.2f} +{total:.2f} +"

@@ -1,5 +1,6 @@
 """The admin guide's sample reports: `sk report usage/efficiency/idle/top` as the installed CLI prints them, run
-on a small made-up week of this site's partitions and GPUs, and `sk report occupancy` on the same week.
+on a small made-up week of this site's partitions and GPUs, one job's `sk report job`, and `sk report occupancy`
+on the same week.
 
 The jobs and GPU figures are invented for the page (a dozen job runs, GPU rows with the "simulated" metric
 source, so every report prints its simulated-metrics banner); the store is written by the store's own writers
@@ -41,6 +42,7 @@ JOBS: tuple[tuple[str, str, int, int, int, list[float] | None], ...] = (
 SAMPLE_NODES = 4  # the partition's nodes in the sample week (the jobs ran on node01-03)
 DRAINED_HOURS = 12  # node04 drained from Wednesday 06:00
 OCCUPANCY = ("report", "occupancy", "--by", "day")
+JOB = ("report", "job", "1002")  # alice's 4-GPU job with 3 idle GPUs
 COMMANDS: tuple[tuple[str, ...], ...] = (
     ("report", "usage", "--by", "account"),
     ("report", "efficiency", "--by", "account"),
@@ -110,6 +112,7 @@ def samples(site: Site, command_output: Callable[[list[str]], str]) -> list[dict
         for command in COMMANDS:
             text = command_output([*argv(command), "--db", str(db), "--no-freshness"])
             out.append({"command": "sk " + " ".join(argv(command)), "text": text.rstrip()})
+        out.append({"command": "sk " + " ".join(JOB), "text": command_output([*JOB, "--db", str(db)]).rstrip()})
         out.append({"command": "sk " + " ".join(argv(OCCUPANCY)), "text": occupancy_text(site, db)})
     return out
 
