@@ -27,7 +27,7 @@ def _cells(values: list[Any], column: str) -> list[str]:
     year of users x days), each distinct name made terminal-safe once."""
     number = "{:.1f}".format if column.endswith("_pct") else "{:.2f}".format
     whole = column in WHOLE
-    names: dict[Any, str] = {}
+    names: dict[str, str] = {}
     out = []
     for value in values:
         if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -35,11 +35,13 @@ def _cells(values: list[Any], column: str) -> list[str]:
         elif isinstance(value, float):
             # a count summed as float (pandas) is still a count
             out.append(str(int(value)) if whole and value.is_integer() else number(value))
-        else:  # users' names reach an admin's terminal: no control characters
+        elif type(value) is str:  # users' names reach an admin's terminal: no control characters
             text = names.get(value)
             if text is None:
                 text = names[value] = for_terminal(value)
             out.append(text)
+        else:
+            out.append(for_terminal(value))
     return out
 
 
