@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from slurmkit.record import SOURCE_NAMES  # noqa: E402
 
 SINCE, UNTIL = "2025-12-01", "2026-12-01"  # synth.py's year: 12 months
-GOALS_S = {1_000_000: 2.0, 10_000_000: 20.0}
+GOALS_S = {1_000_000: 1.0, 10_000_000: 20.0}  # by month: issue 15 (1M), issue 12 (10M)
 GOAL_RSS_MIB = 2048
 # The naive child reads every row; past this address-space limit it fails with MemoryError rather than push
 # the shared machine into the OOM killer.
