@@ -131,8 +131,6 @@ def sacctmgr_events(site: Site) -> dict[str, str]:
 
 def occupancy_text(site: Site, db: Path) -> str:
     """`sk report occupancy --by day` on the sample store and sacctmgr_events, as it prints at 100 columns."""
-    import os
-
     from slurmkit.report.formats import render_text
     from slurmkit.report.occupancy import build_occupancy
     from slurmkit.report.query import Scope, parse_by
@@ -150,12 +148,4 @@ def occupancy_text(site: Site, db: Path) -> str:
     with open_store(str(db)) as store:
         report = build_occupancy(store, window, period, Scope(), admin_group=site.accounting.admin_group,
                                  now=DAY_END, load_events=load)
-    columns = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "100"
-    try:
-        return render_text(report, "table").rstrip()
-    finally:
-        if columns is None:
-            del os.environ["COLUMNS"]
-        else:
-            os.environ["COLUMNS"] = columns
+    return render_text(report, "table", width=100).rstrip()

@@ -152,7 +152,8 @@ def title(report: Report) -> str:
     return f"GPU {report.kind} report by {by}"
 
 
-def render_text(report: Report, fmt: str) -> str:
+def render_text(report: Report, fmt: str, width: int | None = None) -> str:
+    """The table or Markdown text of `report`; a table fits `width` columns (default: the terminal's)."""
     md = fmt == "markdown"
     if report.empty:
         return report.empty_message()
@@ -163,7 +164,7 @@ def render_text(report: Report, fmt: str) -> str:
             parts += ["## Jobs with idle GPUs", _idle_jobs_text(report, md)]
         parts += ["## Definitions", *("- " + d for d in report.definitions)]
         return "\n\n".join(parts)
-    width = terminal_width()
+    width = width or terminal_width()
     changed = fit(report, headers, rows, width)
     notes = [*report.notes]
     if changed:
